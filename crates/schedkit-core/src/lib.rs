@@ -1,0 +1,20 @@
+//! schedkit-core: what every schedkit engine shares.
+//!
+//! - [`time`]: integer-nanosecond time and unit-carrying durations;
+//! - [`scenario`]: the scenario file format, parsed and validated with located errors;
+//! - [`trace`]: the event log both engines write;
+//! - [`report`]: every metric, computed once from the trace;
+//! - [`gps`]: the GPS ideal reference;
+//! - [`weights`]: the kernel's nice-to-weight table.
+
+pub mod gps;
+pub mod report;
+pub mod scenario;
+pub mod time;
+pub mod trace;
+pub mod weights;
+
+pub use report::{Metrics, Report};
+pub use scenario::{PolicyName, Scenario, ScenarioError};
+pub use time::Nanos;
+pub use trace::{Event, Owner, Reason, Slot, TraceLog, TraceSink};

@@ -1,0 +1,701 @@
+//! The report: every metric of SPEC section 1, computed in one place from the Trace.
+//!
+//! [`Metrics`] is a [`TraceSink`] that folds events as they arrive (constant memory per thread,
+//! per task and per core, nothing per event), so the simulator and the real engine produce the
+//! same numbers by construction. [`Metrics::finish`] turns the fold into a [`Report`].
+//!
+//! Definitions (also in `docs/metrics.md`, which tests keep honest):
+//! - turnaround = finish - arrival (for unfinished threads: end of window - arrival);
+//!   waiting = turnaround - cpu; response = first dispatch - arrival (seed 004, 3.1.1).
+//! - a *dispatch* is a `Dispatch` event; a *context switch* is a dispatch on a core whose
+//!   previous thread was a different thread (idle in between does not matter; a core's first
+//!   dispatch is not a switch); a *preemption* is a `Deschedule` for `Preempted` or `Expired`;
+//!   a *migration* is a dispatch on another core than the thread last ran on.
+//! - a thread's `context_switches` counts the times it was switched out before finishing.
+//! - GPS (see [`crate::gps`]) integrates each process's ideal CPU time over the same window;
+//!   `lag = ideal - actual`, sampled every `sample_interval` for `max_abs_lag_ns`.
+
+use crate::gps::water_fill;
+use crate::scenario::Scenario;
+use crate::time::Nanos;
+use crate::trace::{Event, Owner, Reason, Slot, TraceSink};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Per thread (process threads) or per task (real-time tasks, aggregated over jobs).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ThreadReport {
+    pub name: String,
+    pub process: String,
+    pub arrival_ns: u64,
+    pub start_ns: Option<u64>,
+    pub finish_ns: Option<u64>,
+    pub cpu_ns: u64,
+    pub waiting_ns: u64,
+    pub turnaround_ns: u64,
+    pub response_ns: Option<u64>,
+    pub migrations: u64,
+    pub context_switches: u64,
+    /// Real-time tasks only.
+    pub jobs: Option<u64>,
+    pub deadline_misses: Option<u64>,
+    pub max_response_ns: Option<u64>,
+}
+
+/// Per process (and per real-time task) or per group.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ShareReport {
+    pub name: String,
+    pub threads: u64,
+    pub cpu_ns: u64,
+    /// Fraction of the machine's CPU time in the window.
+    pub share: f64,
+    /// GPS share over the same window.
+    pub ideal_share: f64,
+    /// Ideal minus actual CPU time at the end of the window.
+    pub lag_ns: i64,
+    pub max_abs_lag_ns: u64,
+    pub avg_waiting_ns: u64,
+    pub avg_turnaround_ns: u64,
+    /// Built-in workloads in `run`: iterations completed, and per second of the window.
+    pub work_done: Option<u64>,
+    pub work_rate: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub avg_waiting_ns: u64,
+    pub avg_turnaround_ns: u64,
+    pub avg_response_ns: u64,
+    pub context_switches: u64,
+    pub dispatches: u64,
+    pub preemptions: u64,
+    pub migrations: u64,
+    pub deadline_misses: u64,
+    pub jobs: u64,
+    /// Largest |share - ideal_share| over processes.
+    pub max_abs_share_error: f64,
+    /// Mean over processes of |actual - ideal| / ideal, in percent (seed 004, 4.6).
+    pub mean_abs_pct_error: f64,
+    pub max_abs_lag_ns: u64,
+    pub makespan_ns: u64,
+    /// Fraction of core time spent running threads.
+    pub utilisation: f64,
+}
+
+/// The report both engines produce.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    pub engine: String,
+    pub policy: String,
+    pub scenario: String,
+    pub cores: usize,
+    pub window_ns: u64,
+    pub threads: Vec<ThreadReport>,
+    pub processes: Vec<ShareReport>,
+    pub groups: Vec<ShareReport>,
+    pub summary: Summary,
+}
+
+#[derive(Clone, Default)]
+struct ThreadStats {
+    arrival: Option<Nanos>,
+    start: Option<Nanos>,
+    finish: Option<Nanos>,
+    cpu: u64,
+    migrations: u64,
+    switches: u64,
+}
+
+#[derive(Clone, Default)]
+struct TaskStats {
+    jobs: u64,
+    misses: u64,
+    max_response: u64,
+    first_release: Option<Nanos>,
+    /// Released, unfinished jobs: job -> (release, deadline).
+    open: BTreeMap<u64, (Nanos, Nanos)>,
+}
+
+/// An owner of CPU time: a process (index < processes) or a task.
+#[derive(Clone, Default)]
+struct Entity {
+    name: String,
+    group: Option<usize>,
+    weight: f64,
+    threads: u64,
+    /// CPU time of finished run intervals.
+    cpu: u64,
+    /// Running threads and the sum of their dispatch times, so that the CPU time at any
+    /// instant is `cpu + running * t - since_sum` in O(1).
+    running: u64,
+    since_sum: u64,
+    runnable: u64,
+    gps_rate: f64,
+    gps_settled: f64,
+    gps_since: u64,
+    max_abs_lag: f64,
+    work_done: Option<u64>,
+}
+
+impl Entity {
+    fn actual_at(&self, t: u64) -> f64 {
+        self.cpu as f64 + (self.running * t) as f64 - self.since_sum as f64
+    }
+    fn ideal_at(&self, t: u64) -> f64 {
+        self.gps_settled + self.gps_rate * (t - self.gps_since) as f64
+    }
+}
+
+#[derive(Clone, Copy)]
+struct SlotState {
+    owner: Owner,
+    generation: u64,
+    running: Option<(usize, Nanos)>,
+    last_core: Option<usize>,
+    runnable: bool,
+}
+
+/// The streaming metrics fold. Feed it events, then call [`Metrics::finish`].
+pub struct Metrics {
+    engine: String,
+    policy: String,
+    scenario: String,
+    cores: usize,
+    process_names: Vec<String>,
+    process_thread_base: Vec<usize>,
+    threads: Vec<ThreadStats>,
+    tasks: Vec<TaskStats>,
+    task_count: usize,
+    entities: Vec<Entity>,
+    group_names: Vec<String>,
+    group_weights: Vec<f64>,
+    group_max_abs_lag: Vec<f64>,
+    slots: Vec<Option<SlotState>>,
+    core_last: Vec<Option<(Slot, u64)>>,
+    generation: u64,
+    busy_ns: u64,
+    dispatches: u64,
+    switches: u64,
+    preemptions: u64,
+    migrations: u64,
+    last_t: Nanos,
+    gps_dirty: Option<u64>,
+    sample_interval: u64,
+    next_sample: u64,
+}
+
+impl Metrics {
+    /// Default lag sampling period (SPEC: at least every 10 ms).
+    pub const SAMPLE_INTERVAL: Nanos = Nanos::from_ms(10);
+
+    pub fn new(scenario: &Scenario, engine: &str, cores: usize) -> Metrics {
+        let mut process_thread_base = Vec::new();
+        let mut n = 0;
+        for p in &scenario.processes {
+            process_thread_base.push(n);
+            n += p.threads as usize;
+        }
+        let mut entities: Vec<Entity> = scenario
+            .processes
+            .iter()
+            .map(|p| Entity {
+                name: p.name.clone(),
+                group: p.group,
+                weight: p.weight as f64,
+                threads: p.threads as u64,
+                ..Entity::default()
+            })
+            .collect();
+        entities.extend(scenario.tasks.iter().map(|t| Entity {
+            name: t.name.clone(),
+            weight: 1024.0,
+            ..Entity::default()
+        }));
+        // Sampling every owner costs O(owners); for very large scenarios the period grows so
+        // that sampling stays a small fraction of the work (documented in docs/metrics.md).
+        let scale = (entities.len() as u64).div_ceil(1000).max(1);
+        let sample_interval = Self::SAMPLE_INTERVAL.0 * scale;
+        Metrics {
+            engine: engine.to_string(),
+            policy: scenario.policy.name.to_string(),
+            scenario: scenario.file.clone(),
+            cores,
+            process_names: scenario.processes.iter().map(|p| p.name.clone()).collect(),
+            process_thread_base,
+            threads: vec![ThreadStats::default(); n],
+            tasks: vec![TaskStats::default(); scenario.tasks.len()],
+            task_count: scenario.tasks.len(),
+            entities,
+            group_names: scenario.groups.iter().map(|g| g.name.clone()).collect(),
+            group_weights: scenario.groups.iter().map(|g| g.weight as f64).collect(),
+            group_max_abs_lag: vec![0.0; scenario.groups.len()],
+            slots: Vec::new(),
+            core_last: vec![None; cores],
+            generation: 0,
+            busy_ns: 0,
+            dispatches: 0,
+            switches: 0,
+            preemptions: 0,
+            migrations: 0,
+            last_t: Nanos::ZERO,
+            gps_dirty: None,
+            sample_interval,
+            next_sample: sample_interval,
+        }
+    }
+
+    /// Records iterations of a built-in workload (the real engine).
+    pub fn set_work_done(&mut self, process: usize, iterations: u64) {
+        self.entities[process].work_done = Some(iterations);
+    }
+
+    fn entity_of(&self, owner: Owner) -> usize {
+        match owner {
+            Owner::Process { process, .. } => process,
+            Owner::Task { task, .. } => self.process_names.len() + task,
+        }
+    }
+
+    fn thread_index(&self, owner: Owner) -> Option<usize> {
+        match owner {
+            Owner::Process { process, thread } => {
+                Some(self.process_thread_base[process] + thread as usize)
+            }
+            Owner::Task { .. } => None,
+        }
+    }
+
+    /// Recomputes GPS rates after the set of runnable threads changed at time `at`.
+    fn recompute_gps(&mut self, at: u64) {
+        for e in &mut self.entities {
+            e.gps_settled = e.ideal_at(at);
+            e.gps_since = at;
+            e.gps_rate = 0.0;
+        }
+        // Top level: groups (their member processes' runnable threads as cap) and ungrouped
+        // entities.
+        let groups = self.group_weights.len();
+        let mut top: Vec<(f64, f64)> = self
+            .group_weights
+            .iter()
+            .map(|&w| (w, 0.0))
+            .collect();
+        let mut top_index = vec![usize::MAX; self.entities.len()];
+        for (i, e) in self.entities.iter().enumerate() {
+            if e.runnable == 0 {
+                continue;
+            }
+            match e.group {
+                Some(g) => top[g].1 += e.runnable as f64,
+                None => {
+                    top_index[i] = top.len();
+                    top.push((e.weight, e.runnable as f64));
+                }
+            }
+        }
+        let rates = water_fill(self.cores as f64, &top);
+        for (i, e) in self.entities.iter_mut().enumerate() {
+            if top_index[i] != usize::MAX {
+                e.gps_rate = rates[top_index[i]];
+            }
+        }
+        for (g, &group_rate) in rates.iter().enumerate().take(groups) {
+            if group_rate == 0.0 {
+                continue;
+            }
+            let members: Vec<usize> = (0..self.entities.len())
+                .filter(|&i| self.entities[i].group == Some(g) && self.entities[i].runnable > 0)
+                .collect();
+            let entries: Vec<(f64, f64)> = members
+                .iter()
+                .map(|&i| (self.entities[i].weight, self.entities[i].runnable as f64))
+                .collect();
+            for (k, r) in water_fill(group_rate, &entries).into_iter().enumerate() {
+                self.entities[members[k]].gps_rate = r;
+            }
+        }
+    }
+
+    fn sample(&mut self, t: u64) {
+        let mut group_lag = vec![0.0; self.group_weights.len()];
+        for e in &mut self.entities {
+            let lag = e.ideal_at(t) - e.actual_at(t);
+            e.max_abs_lag = e.max_abs_lag.max(lag.abs());
+            if let Some(g) = e.group {
+                group_lag[g] += lag;
+            }
+        }
+        for (g, lag) in group_lag.into_iter().enumerate() {
+            self.group_max_abs_lag[g] = self.group_max_abs_lag[g].max(lag.abs());
+        }
+    }
+
+    /// Brings GPS and lag sampling up to time `t` (exclusive of changes made at `t`).
+    fn advance(&mut self, t: u64) {
+        while self.next_sample <= t {
+            if let Some(d) = self.gps_dirty {
+                if d < self.next_sample {
+                    self.recompute_gps(d);
+                    self.gps_dirty = None;
+                }
+            }
+            self.sample(self.next_sample);
+            self.next_sample += self.sample_interval;
+        }
+        if let Some(d) = self.gps_dirty {
+            if d < t {
+                self.recompute_gps(d);
+                self.gps_dirty = None;
+            }
+        }
+    }
+
+    fn set_runnable(&mut self, slot: Slot, runnable: bool, t: u64) {
+        let s = self.slots[slot as usize].as_mut().expect("unknown slot");
+        if s.runnable == runnable {
+            return;
+        }
+        s.runnable = runnable;
+        let owner = s.owner;
+        let e = self.entity_of(owner);
+        if runnable {
+            self.entities[e].runnable += 1;
+        } else {
+            self.entities[e].runnable -= 1;
+        }
+        self.gps_dirty = Some(t);
+    }
+
+    fn close_interval(&mut self, slot: Slot, t: Nanos) {
+        let s = self.slots[slot as usize].as_mut().expect("unknown slot");
+        let Some((_, since)) = s.running.take() else {
+            return;
+        };
+        let ran = (t - since).0;
+        let owner = s.owner;
+        let e = self.entity_of(owner);
+        let ent = &mut self.entities[e];
+        ent.cpu += ran;
+        ent.running -= 1;
+        ent.since_sum -= since.0;
+        self.busy_ns += ran;
+        if let Some(i) = self.thread_index(owner) {
+            self.threads[i].cpu += ran;
+        }
+    }
+
+    /// Ends the fold at time `end` (the window is `[0, end]`) and builds the report.
+    pub fn finish(mut self, end: Nanos) -> Report {
+        let end = end.max(self.last_t);
+        // Close intervals still open (engines normally deschedule at the horizon).
+        for slot in 0..self.slots.len() {
+            if self.slots[slot].is_some_and(|s| s.running.is_some()) {
+                self.close_interval(slot as Slot, end);
+            }
+        }
+        self.advance(end.0);
+        if let Some(d) = self.gps_dirty.take() {
+            self.recompute_gps(d);
+        }
+        self.sample(end.0);
+        let window = end.0.max(1);
+        let capacity = (self.cores as u64 * window) as f64;
+
+        let mut threads = Vec::new();
+        let mut proc_wait = vec![(0u64, 0u64, 0u64); self.process_names.len()];
+        let (mut sum_wait, mut sum_turn, mut sum_resp, mut n_thr, mut n_resp) = (0, 0, 0, 0, 0);
+        let mut thread_migrations = 0;
+        for (p, name) in self.process_names.iter().enumerate() {
+            let base = self.process_thread_base[p];
+            let count = self.entities[p].threads as usize;
+            for k in 0..count {
+                let ts = &self.threads[base + k];
+                let Some(arrival) = ts.arrival else {
+                    continue;
+                };
+                let done = ts.finish.unwrap_or(end);
+                let turnaround = (done - arrival).0;
+                let waiting = turnaround.saturating_sub(ts.cpu);
+                let response = ts.start.map(|s| (s - arrival).0);
+                sum_wait += waiting;
+                sum_turn += turnaround;
+                n_thr += 1;
+                if let Some(r) = response {
+                    sum_resp += r;
+                    n_resp += 1;
+                }
+                proc_wait[p].0 += waiting;
+                proc_wait[p].1 += turnaround;
+                proc_wait[p].2 += 1;
+                thread_migrations += ts.migrations;
+                threads.push(ThreadReport {
+                    name: if count == 1 {
+                        name.clone()
+                    } else {
+                        format!("{name}.{k}")
+                    },
+                    process: name.clone(),
+                    arrival_ns: arrival.0,
+                    start_ns: ts.start.map(|s| s.0),
+                    finish_ns: ts.finish.map(|s| s.0),
+                    cpu_ns: ts.cpu,
+                    waiting_ns: waiting,
+                    turnaround_ns: turnaround,
+                    response_ns: response,
+                    migrations: ts.migrations,
+                    context_switches: ts.switches,
+                    jobs: None,
+                    deadline_misses: None,
+                    max_response_ns: None,
+                });
+            }
+        }
+        let _ = thread_migrations;
+        let np = self.process_names.len();
+        let mut misses = 0;
+        let mut jobs = 0;
+        for (k, ts) in self.tasks.iter_mut().enumerate() {
+            // Jobs still open at the end whose deadline has passed are misses too.
+            let late = ts.open.values().filter(|(_, d)| *d < end).count() as u64;
+            ts.misses += late;
+            misses += ts.misses;
+            jobs += ts.jobs;
+            let e = &self.entities[np + k];
+            threads.push(ThreadReport {
+                name: e.name.clone(),
+                process: e.name.clone(),
+                arrival_ns: ts.first_release.map_or(0, |r| r.0),
+                start_ns: None,
+                finish_ns: None,
+                cpu_ns: e.cpu,
+                waiting_ns: 0,
+                turnaround_ns: 0,
+                response_ns: None,
+                migrations: 0,
+                context_switches: 0,
+                jobs: Some(ts.jobs),
+                deadline_misses: Some(ts.misses),
+                max_response_ns: Some(ts.max_response),
+            });
+        }
+
+        let share_of = |e: &Entity, wait: (u64, u64, u64)| -> ShareReport {
+            let ideal = e.gps_settled;
+            ShareReport {
+                name: e.name.clone(),
+                threads: e.threads,
+                cpu_ns: e.cpu,
+                share: e.cpu as f64 / capacity,
+                ideal_share: ideal / capacity,
+                lag_ns: (ideal - e.cpu as f64).round() as i64,
+                max_abs_lag_ns: e.max_abs_lag.round() as u64,
+                avg_waiting_ns: if wait.2 > 0 { wait.0 / wait.2 } else { 0 },
+                avg_turnaround_ns: if wait.2 > 0 { wait.1 / wait.2 } else { 0 },
+                work_done: e.work_done,
+                work_rate: e.work_done.map(|w| w as f64 / (window as f64 / 1e9)),
+            }
+        };
+        let processes: Vec<ShareReport> = self
+            .entities
+            .iter()
+            .enumerate()
+            .map(|(i, e)| share_of(e, if i < np { proc_wait[i] } else { (0, 0, 0) }))
+            .collect();
+        let groups: Vec<ShareReport> = (0..self.group_names.len())
+            .map(|g| {
+                let members: Vec<usize> = (0..np)
+                    .filter(|&i| self.entities[i].group == Some(g))
+                    .collect();
+                let cpu: u64 = members.iter().map(|&i| self.entities[i].cpu).sum();
+                let ideal: f64 = members.iter().map(|&i| self.entities[i].gps_settled).sum();
+                let wait = members.iter().fold((0, 0, 0), |a, &i| {
+                    (a.0 + proc_wait[i].0, a.1 + proc_wait[i].1, a.2 + proc_wait[i].2)
+                });
+                ShareReport {
+                    name: self.group_names[g].clone(),
+                    threads: members.iter().map(|&i| self.entities[i].threads).sum(),
+                    cpu_ns: cpu,
+                    share: cpu as f64 / capacity,
+                    ideal_share: ideal / capacity,
+                    lag_ns: (ideal - cpu as f64).round() as i64,
+                    max_abs_lag_ns: self.group_max_abs_lag[g].round() as u64,
+                    avg_waiting_ns: if wait.2 > 0 { wait.0 / wait.2 } else { 0 },
+                    avg_turnaround_ns: if wait.2 > 0 { wait.1 / wait.2 } else { 0 },
+                    work_done: None,
+                    work_rate: None,
+                }
+            })
+            .collect();
+        let fair: Vec<&ShareReport> = processes.iter().take(np).collect();
+        let max_abs_share_error = fair
+            .iter()
+            .map(|p| (p.share - p.ideal_share).abs())
+            .fold(0.0, f64::max);
+        let pct: Vec<f64> = fair
+            .iter()
+            .filter(|p| p.ideal_share > 0.0)
+            .map(|p| (p.share - p.ideal_share).abs() / p.ideal_share * 100.0)
+            .collect();
+        let mean_abs_pct_error = if pct.is_empty() {
+            0.0
+        } else {
+            pct.iter().sum::<f64>() / pct.len() as f64
+        };
+        let makespan = self
+            .threads
+            .iter()
+            .filter_map(|t| t.finish)
+            .max()
+            .unwrap_or(Nanos::ZERO)
+            .max(if self.task_count > 0 || self.threads.iter().any(|t| t.arrival.is_some() && t.finish.is_none()) {
+                end
+            } else {
+                Nanos::ZERO
+            });
+        let div = |a: u64, n: u64| if n > 0 { a / n } else { 0 };
+        Report {
+            engine: self.engine,
+            policy: self.policy,
+            scenario: self.scenario,
+            cores: self.cores,
+            window_ns: end.0,
+            summary: Summary {
+                avg_waiting_ns: div(sum_wait, n_thr),
+                avg_turnaround_ns: div(sum_turn, n_thr),
+                avg_response_ns: div(sum_resp, n_resp),
+                context_switches: self.switches,
+                dispatches: self.dispatches,
+                preemptions: self.preemptions,
+                migrations: self.migrations,
+                deadline_misses: misses,
+                jobs,
+                max_abs_share_error,
+                mean_abs_pct_error,
+                max_abs_lag_ns: processes
+                    .iter()
+                    .take(np)
+                    .map(|p| p.max_abs_lag_ns)
+                    .max()
+                    .unwrap_or(0),
+                makespan_ns: makespan.0,
+                utilisation: self.busy_ns as f64 / capacity,
+            },
+            threads,
+            processes,
+            groups,
+        }
+    }
+}
+
+impl TraceSink for Metrics {
+    fn record(&mut self, event: &Event) {
+        let t = event.time();
+        debug_assert!(t >= self.last_t, "trace time went backwards: {event:?}");
+        self.last_t = t;
+        self.advance(t.0);
+        match *event {
+            Event::Arrive { t, slot, owner } => {
+                let i = slot as usize;
+                if self.slots.len() <= i {
+                    self.slots.resize(i + 1, None);
+                }
+                self.generation += 1;
+                self.slots[i] = Some(SlotState {
+                    owner,
+                    generation: self.generation,
+                    running: None,
+                    last_core: None,
+                    runnable: false,
+                });
+                if let Some(ti) = self.thread_index(owner) {
+                    self.threads[ti].arrival = Some(t);
+                }
+                self.set_runnable(slot, true, t.0);
+            }
+            Event::Dispatch { t, core, slot } => {
+                let s = self.slots[slot as usize].as_mut().expect("dispatch of unknown slot");
+                debug_assert!(s.running.is_none(), "thread dispatched twice: {event:?}");
+                s.running = Some((core, t));
+                let key = (slot, s.generation);
+                let owner = s.owner;
+                self.dispatches += 1;
+                if let Some(prev) = self.core_last[core] {
+                    if prev != key {
+                        self.switches += 1;
+                    }
+                }
+                self.core_last[core] = Some(key);
+                let e = self.entity_of(owner);
+                self.entities[e].running += 1;
+                self.entities[e].since_sum += t.0;
+                if let Some(ti) = self.thread_index(owner) {
+                    let ts = &mut self.threads[ti];
+                    if ts.start.is_none() {
+                        ts.start = Some(t);
+                    }
+                }
+            }
+            Event::Deschedule {
+                t, slot, reason, ..
+            } => {
+                self.close_interval(slot, t);
+                let owner = self.slots[slot as usize].expect("unknown slot").owner;
+                if matches!(reason, Reason::Preempted | Reason::Expired) {
+                    self.preemptions += 1;
+                }
+                if !matches!(reason, Reason::Finished | Reason::Horizon) {
+                    if let Some(ti) = self.thread_index(owner) {
+                        self.threads[ti].switches += 1;
+                    }
+                }
+            }
+            Event::Migrate { slot, to, .. } => {
+                self.migrations += 1;
+                let s = self.slots[slot as usize].as_mut().expect("unknown slot");
+                s.last_core = Some(to);
+                let owner = s.owner;
+                if let Some(ti) = self.thread_index(owner) {
+                    self.threads[ti].migrations += 1;
+                }
+            }
+            Event::Block { t, slot } => self.set_runnable(slot, false, t.0),
+            Event::Wake { t, slot } => self.set_runnable(slot, true, t.0),
+            Event::Finish { t, slot } => {
+                self.close_interval(slot, t);
+                self.set_runnable(slot, false, t.0);
+                let owner = self.slots[slot as usize].expect("unknown slot").owner;
+                if let Some(ti) = self.thread_index(owner) {
+                    self.threads[ti].finish = Some(t);
+                }
+            }
+            Event::JobRelease {
+                t,
+                task,
+                job,
+                deadline,
+            } => {
+                let ts = &mut self.tasks[task];
+                ts.jobs += 1;
+                ts.first_release.get_or_insert(t);
+                ts.open.insert(job, (t, deadline));
+            }
+            Event::JobFinish { t, task, job } => {
+                let ts = &mut self.tasks[task];
+                if let Some((release, deadline)) = ts.open.remove(&job) {
+                    ts.max_response = ts.max_response.max((t - release).0);
+                    if t > deadline {
+                        ts.misses += 1;
+                    }
+                }
+            }
+            // The user's weight is the GPS reference: a tenant weight change moves it.
+            Event::GroupWeightChange { t, group, weight } => {
+                self.group_weights[group] = weight as f64;
+                self.gps_dirty = Some(t.0);
+            }
+            // Controllers' per-thread weights are means to the reference, not the reference.
+            Event::WeightChange { .. } | Event::Mark { .. } => {}
+        }
+    }
+}
