@@ -64,7 +64,13 @@ mod tests {
     #[test]
     fn thesis_example_is_uncapped() {
         // 4.2.2: one process of weight 1024 and four of 335 on two cores.
-        let e = [(1024.0, 1.0), (335.0, 1.0), (335.0, 1.0), (335.0, 1.0), (335.0, 1.0)];
+        let e = [
+            (1024.0, 1.0),
+            (335.0, 1.0),
+            (335.0, 1.0),
+            (335.0, 1.0),
+            (335.0, 1.0),
+        ];
         let r = water_fill(2.0, &e);
         assert!((r[0] - 2.0 * 1024.0 / 2364.0).abs() < 1e-12);
         assert!((r.iter().sum::<f64>() - 2.0).abs() < 1e-12);

@@ -7,6 +7,7 @@
 //! - [`gps`]: the GPS ideal reference;
 //! - [`weights`]: the kernel's nice-to-weight table.
 
+pub mod control;
 pub mod gps;
 pub mod report;
 pub mod scenario;

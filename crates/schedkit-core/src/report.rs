@@ -276,11 +276,7 @@ impl Metrics {
         // Top level: groups (their member processes' runnable threads as cap) and ungrouped
         // entities.
         let groups = self.group_weights.len();
-        let mut top: Vec<(f64, f64)> = self
-            .group_weights
-            .iter()
-            .map(|&w| (w, 0.0))
-            .collect();
+        let mut top: Vec<(f64, f64)> = self.group_weights.iter().map(|&w| (w, 0.0)).collect();
         let mut top_index = vec![usize::MAX; self.entities.len()];
         for (i, e) in self.entities.iter().enumerate() {
             if e.runnable == 0 {
@@ -510,7 +506,11 @@ impl Metrics {
                 let cpu: u64 = members.iter().map(|&i| self.entities[i].cpu).sum();
                 let ideal: f64 = members.iter().map(|&i| self.entities[i].gps_settled).sum();
                 let wait = members.iter().fold((0, 0, 0), |a, &i| {
-                    (a.0 + proc_wait[i].0, a.1 + proc_wait[i].1, a.2 + proc_wait[i].2)
+                    (
+                        a.0 + proc_wait[i].0,
+                        a.1 + proc_wait[i].1,
+                        a.2 + proc_wait[i].2,
+                    )
                 });
                 ShareReport {
                     name: self.group_names[g].clone(),
@@ -548,11 +548,18 @@ impl Metrics {
             .filter_map(|t| t.finish)
             .max()
             .unwrap_or(Nanos::ZERO)
-            .max(if self.task_count > 0 || self.threads.iter().any(|t| t.arrival.is_some() && t.finish.is_none()) {
-                end
-            } else {
-                Nanos::ZERO
-            });
+            .max(
+                if self.task_count > 0
+                    || self
+                        .threads
+                        .iter()
+                        .any(|t| t.arrival.is_some() && t.finish.is_none())
+                {
+                    end
+                } else {
+                    Nanos::ZERO
+                },
+            );
         let div = |a: u64, n: u64| if n > 0 { a / n } else { 0 };
         Report {
             engine: self.engine,
@@ -614,7 +621,9 @@ impl TraceSink for Metrics {
                 self.set_runnable(slot, true, t.0);
             }
             Event::Dispatch { t, core, slot } => {
-                let s = self.slots[slot as usize].as_mut().expect("dispatch of unknown slot");
+                let s = self.slots[slot as usize]
+                    .as_mut()
+                    .expect("dispatch of unknown slot");
                 debug_assert!(s.running.is_none(), "thread dispatched twice: {event:?}");
                 s.running = Some((core, t));
                 let key = (slot, s.generation);

@@ -509,7 +509,12 @@ impl Scenario {
         let mut groups = Vec::new();
         for g in &raw.group {
             let g = g.get_ref();
-            check_name(loc, &g.name, "group.name", groups.iter().map(|x: &Group| &x.name))?;
+            check_name(
+                loc,
+                &g.name,
+                "group.name",
+                groups.iter().map(|x: &Group| &x.name),
+            )?;
             let weight = match &g.weight {
                 Some(w) => positive(loc, w, "group.weight")?,
                 None => 1024,
@@ -589,27 +594,28 @@ impl Scenario {
                 None => None,
             };
             let cpus = check_cpus(loc, p.cpus.as_ref(), cores, "process.cpus")?;
-            let work = match &p.work {
-                None => Work::Spin,
-                Some(w) => match w.get_ref().as_str() {
-                    "spin" => Work::Spin,
-                    "stride" => Work::Stride {
-                        array: p.array.unwrap_or(Bytes(5_000_000)).0,
-                        stride: p.stride.unwrap_or(Bytes(64)).0,
-                    },
-                    "barrier" => Work::Barrier {
-                        compute: p.compute.unwrap_or(Nanos::from_us(100)),
-                    },
-                    "pingpong" => Work::PingPong,
-                    other => {
-                        return Err(loc.err(
+            let work =
+                match &p.work {
+                    None => Work::Spin,
+                    Some(w) => match w.get_ref().as_str() {
+                        "spin" => Work::Spin,
+                        "stride" => Work::Stride {
+                            array: p.array.unwrap_or(Bytes(5_000_000)).0,
+                            stride: p.stride.unwrap_or(Bytes(64)).0,
+                        },
+                        "barrier" => Work::Barrier {
+                            compute: p.compute.unwrap_or(Nanos::from_us(100)),
+                        },
+                        "pingpong" => Work::PingPong,
+                        other => return Err(loc.err(
                             w.span(),
                             "process.work",
-                            format!("unknown workload \"{other}\" (spin, stride, barrier, pingpong)"),
-                        ))
-                    }
-                },
-            };
+                            format!(
+                                "unknown workload \"{other}\" (spin, stride, barrier, pingpong)"
+                            ),
+                        )),
+                    },
+                };
             let command = match p.command {
                 Some(c) if c.get_ref().is_empty() || c.get_ref()[0].is_empty() => {
                     return Err(loc.err(
@@ -790,15 +796,16 @@ fn parse_policy(
         )
     })?;
     let mut spec = PolicySpec::new(name);
-    let nonzero = |v: &Option<Spanned<Nanos>>, field: &str| -> Result<Option<Nanos>, ScenarioError> {
-        match v {
-            Some(d) if d.get_ref().0 == 0 => {
-                Err(loc.err(d.span(), field, "must be greater than zero"))
+    let nonzero =
+        |v: &Option<Spanned<Nanos>>, field: &str| -> Result<Option<Nanos>, ScenarioError> {
+            match v {
+                Some(d) if d.get_ref().0 == 0 => {
+                    Err(loc.err(d.span(), field, "must be greater than zero"))
+                }
+                Some(d) => Ok(Some(*d.get_ref())),
+                None => Ok(None),
             }
-            Some(d) => Ok(Some(*d.get_ref())),
-            None => Ok(None),
-        }
-    };
+        };
     if let Some(q) = nonzero(&p.quantum, "policy.quantum")? {
         spec.quantum = q;
     }
@@ -831,7 +838,11 @@ fn parse_policy(
     }
     if let Some(i) = &p.imbalance_pct {
         if !(100..=1000).contains(i.get_ref()) {
-            return Err(loc.err(i.span(), "policy.imbalance_pct", "must be between 100 and 1000"));
+            return Err(loc.err(
+                i.span(),
+                "policy.imbalance_pct",
+                "must be between 100 and 1000",
+            ));
         }
         spec.imbalance_pct = *i.get_ref() as u32;
     }
@@ -877,7 +888,10 @@ fn check_cpus(
             return Err(loc.err(
                 c.span(),
                 field,
-                format!("CPU {cpu} does not exist (cores = {cores}: CPUs 0..{})", cores - 1),
+                format!(
+                    "CPU {cpu} does not exist (cores = {cores}: CPUs 0..{})",
+                    cores - 1
+                ),
             ));
         }
         if !out.contains(&(cpu as usize)) {

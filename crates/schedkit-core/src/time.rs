@@ -218,12 +218,23 @@ mod tests {
         assert_eq!(Nanos::parse("0s"), Ok(Nanos(0)));
         assert!(Nanos::parse("4").unwrap_err().contains("missing unit"));
         assert!(Nanos::parse("-4ms").unwrap_err().contains("negative"));
-        assert!(Nanos::parse("4 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(Nanos::parse("4 parsecs")
+            .unwrap_err()
+            .contains("unknown unit"));
     }
 
     #[test]
     fn display_round_trips() {
-        for n in [0u64, 1, 999, 1_000, 250_000, 4_000_000, 1_500_000_000, 12_345_678] {
+        for n in [
+            0u64,
+            1,
+            999,
+            1_000,
+            250_000,
+            4_000_000,
+            1_500_000_000,
+            12_345_678,
+        ] {
             let s = Nanos(n).to_string();
             assert_eq!(Nanos::parse(&s), Ok(Nanos(n)), "{s}");
         }

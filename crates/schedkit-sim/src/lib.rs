@@ -1,1 +1,39 @@
+//! schedkit-sim: a discrete-event simulator of scheduling policies.
+//!
+//! [`simulate`] runs a [`Scenario`] under its policy and writes the trace into a sink; feed
+//! a [`schedkit_core::Metrics`] to get the report. See [`engine`] for the model and
+//! [`policy`] for the interface every policy implements.
 
+pub mod engine;
+pub mod keyed;
+pub mod policies;
+pub mod policy;
+
+pub use engine::{Engine, SimStats};
+use schedkit_core::report::{Metrics, Report};
+use schedkit_core::scenario::{Scenario, ScenarioError};
+use schedkit_core::trace::{Tee, TraceLog, TraceSink};
+
+/// Runs `scenario` under its policy, writing events to `sink`.
+pub fn simulate(scenario: &Scenario, sink: &mut dyn TraceSink) -> Result<SimStats, ScenarioError> {
+    let policy = policies::build(scenario)?;
+    let engine = Engine::new(scenario, policy.dispatcher, policy.controller, sink);
+    Ok(engine.run())
+}
+
+/// Runs `scenario` and returns its report, and the full trace if `keep_trace`.
+pub fn simulate_report(
+    scenario: &Scenario,
+    keep_trace: bool,
+) -> Result<(Report, Option<TraceLog>, SimStats), ScenarioError> {
+    let mut metrics = Metrics::new(scenario, "sim", scenario.cores);
+    let mut log = TraceLog::default();
+    let stats = if keep_trace {
+        let mut tee = Tee(&mut metrics, &mut log);
+        simulate(scenario, &mut tee)?
+    } else {
+        simulate(scenario, &mut metrics)?
+    };
+    let report = metrics.finish(stats.end);
+    Ok((report, keep_trace.then_some(log), stats))
+}

@@ -1,0 +1,762 @@
+//! The discrete-event engine: virtual time over modelled cores.
+//!
+//! # Model
+//! Time is integer nanoseconds. The engine owns an event queue ordered by
+//! `(time, class, sequence)`; all events of one instant are applied as a batch, then the
+//! dispatcher is consulted once: first `charge` for every running thread, then `preempt`,
+//! then `pick_next` for every idle core in core order. Only then does time advance. Batching
+//! is what makes simultaneous events deterministic and cheap.
+//!
+//! Event classes at one instant, in this order: releases and arrivals, controller ticks,
+//! slice ends, balancing. So in RR a process that arrives at the instant a quantum expires is
+//! queued before the preempted one (the textbook convention), and a controller sees the
+//! arrivals of its instant.
+//!
+//! A running thread has one pending `SliceEnd` event at `min(slice, remaining, horizon)`.
+//! Preempting it bumps the core's generation, which makes that event stale instead of
+//! searching the heap for it. If the dispatcher picks the same thread again on the same
+//! core, the run simply continues: no Deschedule/Dispatch pair is written.
+//!
+//! # Invariants checked after every decision
+//! A thread runs on at most one core; a picked thread is ready and allowed on the core. A
+//! violating pick is rejected, the thread re-queued, and [`Invariants::invalid_picks`]
+//! counts it (the kernel's "fall back and count" habit, not a panic).
+//!
+//! # Memory
+//! Process threads get one slot each. Real-time job threads take a slot from a free list
+//! when released and return it when they finish, so memory does not grow with simulated
+//! time (only with the number of simultaneously live jobs).
+//!
+//! # Rejected alternatives
+//! A fixed tick (advance time by 1 us and ask the policy) is simple but costs O(horizon) and
+//! hides event-ordering questions; removing preempted slice-end events from the heap costs
+//! O(n); per-event (rather than per-instant) dispatch decisions make the outcome depend on the
+//! order of simultaneous events.
+
+use crate::policy::{Ctx, Dispatcher, Enqueue, SimThread, ThreadState};
+use schedkit_core::control::{Action, Controller, Snapshot, ThreadView};
+use schedkit_core::scenario::{Region, Scenario};
+use schedkit_core::trace::{Event, Owner, Reason, Slot, TraceSink};
+use schedkit_core::Nanos;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Calls a dispatcher hook with a context borrowed from the engine's other fields.
+macro_rules! pcall {
+    ($s:ident, $method:ident($($arg:expr),*)) => {{
+        let ctx = Ctx {
+            now: $s.now,
+            cores: $s.cores_n,
+            threads: &$s.threads,
+            running: &$s.running,
+            spec: &$s.scenario.policy,
+            scenario: $s.scenario,
+            group_weights: &$s.group_weights,
+        };
+        $s.policy.$method(&ctx, $($arg),*)
+    }};
+}
+
+/// Counters of corrected policy mistakes (EXAMPLES.md item 4).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Invariants {
+    /// Picks of a thread that was not ready or not allowed on the core.
+    pub invalid_picks: u64,
+}
+
+/// Totals of one simulation, beside the trace-derived report.
+#[derive(Clone, Debug, Default)]
+pub struct SimStats {
+    /// Events popped from the queue (including stale ones).
+    pub events: u64,
+    /// Scheduling decisions (batches).
+    pub batches: u64,
+    /// Real-time jobs released.
+    pub jobs: u64,
+    /// End of the simulated window.
+    pub end: Nanos,
+    pub invariants: Invariants,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Release {
+        task: usize,
+    },
+    Arrive {
+        process: usize,
+    },
+    Control,
+    /// A core finished its context-switch overhead and starts running its thread.
+    SwitchDone {
+        core: usize,
+        generation: u64,
+    },
+    SliceEnd {
+        core: usize,
+        generation: u64,
+    },
+    Balance,
+}
+
+impl Kind {
+    fn class(&self) -> u8 {
+        match self {
+            Kind::Release { .. } | Kind::Arrive { .. } => 0,
+            Kind::Control => 1,
+            Kind::SwitchDone { .. } | Kind::SliceEnd { .. } => 2,
+            Kind::Balance => 3,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Core {
+    running: Option<Slot>,
+    /// When the running thread was last charged.
+    charged_at: Nanos,
+    /// Bumped whenever the pending slice end becomes stale.
+    generation: u64,
+    /// The thread that last ran here, for context-switch cost.
+    last: Option<Slot>,
+    /// Context-switch overhead in progress: the thread starts running at `charged_at`.
+    switching: bool,
+    /// Set by expiry or preemption: the thread that just left, and why. If the dispatcher
+    /// picks it again the run continues without a Deschedule/Dispatch pair.
+    vacated: Option<(Slot, Reason)>,
+}
+
+struct Job {
+    task: usize,
+    job: u64,
+    region: usize,
+    threads_left: usize,
+    deadline: Nanos,
+}
+
+/// The simulator. Build with [`Engine::new`], then [`Engine::run`].
+pub struct Engine<'a> {
+    scenario: &'a Scenario,
+    cores_n: usize,
+    now: Nanos,
+    horizon: Nanos,
+    queue: BinaryHeap<Reverse<(Nanos, u8, u64, Kind)>>,
+    seq: u64,
+    thread_seq: u64,
+    threads: Vec<SimThread>,
+    job_of: Vec<Option<usize>>,
+    free_slots: Vec<Slot>,
+    jobs: Vec<Option<Job>>,
+    free_jobs: Vec<usize>,
+    next_job: Vec<u64>,
+    cores: Vec<Core>,
+    running: Vec<Option<Slot>>,
+    policy: Box<dyn Dispatcher + 'a>,
+    controller: Option<Box<dyn Controller + 'a>>,
+    group_weights: Vec<u64>,
+    sink: &'a mut dyn TraceSink,
+    stats: SimStats,
+    live: usize,
+    pending_arrivals: usize,
+    scratch: Vec<usize>,
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(
+        scenario: &'a Scenario,
+        policy: Box<dyn Dispatcher + 'a>,
+        controller: Option<Box<dyn Controller + 'a>>,
+        sink: &'a mut dyn TraceSink,
+    ) -> Engine<'a> {
+        let cores_n = scenario.cores;
+        let mut e = Engine {
+            scenario,
+            cores_n,
+            now: Nanos::ZERO,
+            horizon: scenario.horizon,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            thread_seq: 0,
+            threads: Vec::new(),
+            job_of: Vec::new(),
+            free_slots: Vec::new(),
+            jobs: Vec::new(),
+            free_jobs: Vec::new(),
+            next_job: vec![0; scenario.tasks.len()],
+            cores: vec![Core::default(); cores_n],
+            running: vec![None; cores_n],
+            policy,
+            controller,
+            group_weights: scenario.groups.iter().map(|g| g.weight).collect(),
+            sink,
+            stats: SimStats::default(),
+            live: 0,
+            pending_arrivals: 0,
+            scratch: Vec::new(),
+        };
+        for (i, p) in scenario.processes.iter().enumerate() {
+            if p.arrival <= e.horizon {
+                e.push(p.arrival, Kind::Arrive { process: i });
+                e.pending_arrivals += 1;
+            }
+        }
+        for (i, t) in scenario.tasks.iter().enumerate() {
+            if t.offset < e.horizon {
+                e.push(t.offset, Kind::Release { task: i });
+            }
+        }
+        if let Some(c) = &e.controller {
+            let _ = c.period();
+            e.push(Nanos::ZERO, Kind::Control);
+        }
+        if let Some(iv) = e.policy.balance_interval() {
+            e.push(iv, Kind::Balance);
+        }
+        e
+    }
+
+    fn push(&mut self, t: Nanos, kind: Kind) {
+        self.seq += 1;
+        self.queue.push(Reverse((t, kind.class(), self.seq, kind)));
+    }
+
+    fn emit(&mut self, e: Event) {
+        self.sink.record(&e);
+    }
+
+    /// Runs to the end: all work done, or the horizon.
+    pub fn run(mut self) -> SimStats {
+        while let Some(&Reverse((t, ..))) = self.queue.peek() {
+            if t > self.horizon {
+                break;
+            }
+            if self.live == 0 && self.pending_arrivals == 0 && !self.has_future_releases() {
+                break;
+            }
+            self.now = t;
+            while let Some(&Reverse((t2, _, _, kind))) = self.queue.peek() {
+                if t2 != t {
+                    break;
+                }
+                self.queue.pop();
+                self.stats.events += 1;
+                self.apply(kind);
+            }
+            self.decide();
+        }
+        let end = if self.scenario.has_unbounded_work() || self.live > 0 {
+            self.horizon
+        } else {
+            self.now
+        };
+        self.now = end;
+        self.stop_all_at_end();
+        self.stats.end = end;
+        self.stats
+    }
+
+    fn has_future_releases(&self) -> bool {
+        !self.scenario.tasks.is_empty()
+    }
+
+    fn new_slot(&mut self, t: SimThread, job: Option<usize>) -> Slot {
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.threads[s as usize] = t;
+                self.job_of[s as usize] = job;
+                s
+            }
+            None => {
+                self.threads.push(t);
+                self.job_of.push(job);
+                (self.threads.len() - 1) as Slot
+            }
+        };
+        self.live += 1;
+        slot
+    }
+
+    fn arrive(&mut self, slot: Slot) {
+        let owner = self.threads[slot as usize].owner;
+        self.emit(Event::Arrive {
+            t: self.now,
+            slot,
+            owner,
+        });
+        pcall!(self, enqueue(slot, Enqueue::New));
+    }
+
+    fn apply(&mut self, kind: Kind) {
+        match kind {
+            Kind::Arrive { process } => {
+                self.pending_arrivals -= 1;
+                let p = &self.scenario.processes[process];
+                for k in 0..p.threads {
+                    self.thread_seq += 1;
+                    let t = SimThread {
+                        owner: Owner::Process { process, thread: k },
+                        process: Some(process),
+                        task: None,
+                        group: p.group,
+                        arrival: self.now,
+                        demand: p.burst,
+                        remaining: p.burst,
+                        weight: p.weight,
+                        priority: p.priority,
+                        tickets: p.tickets,
+                        affinity: p.cpus.clone(),
+                        deadline: Nanos::MAX,
+                        period: Nanos::MAX,
+                        rel_deadline: Nanos::MAX,
+                        seq: self.thread_seq,
+                        state: ThreadState::Ready,
+                        last_core: None,
+                    };
+                    let slot = self.new_slot(t, None);
+                    self.arrive(slot);
+                }
+            }
+            Kind::Release { task } => {
+                let tk = &self.scenario.tasks[task];
+                let job = self.next_job[task];
+                self.next_job[task] += 1;
+                let deadline = self.now + tk.deadline;
+                self.stats.jobs += 1;
+                self.emit(Event::JobRelease {
+                    t: self.now,
+                    task,
+                    job,
+                    deadline,
+                });
+                let j = Job {
+                    task,
+                    job,
+                    region: 0,
+                    threads_left: 0,
+                    deadline,
+                };
+                let id = match self.free_jobs.pop() {
+                    Some(i) => {
+                        self.jobs[i] = Some(j);
+                        i
+                    }
+                    None => {
+                        self.jobs.push(Some(j));
+                        self.jobs.len() - 1
+                    }
+                };
+                self.start_region(id);
+                let next = self.now + tk.period;
+                if next < self.horizon {
+                    self.push(next, Kind::Release { task });
+                }
+            }
+            Kind::Control => self.control(),
+            Kind::Balance => {
+                pcall!(self, balance());
+                if let Some(iv) = self.policy.balance_interval() {
+                    self.push(self.now + iv, Kind::Balance);
+                }
+            }
+            Kind::SwitchDone { core, generation } => {
+                let c = self.cores[core];
+                if c.generation != generation || !c.switching {
+                    return;
+                }
+                self.cores[core].switching = false;
+                let slot = c.running.expect("switching core has a thread");
+                self.begin_run(core, slot, true);
+            }
+            Kind::SliceEnd { core, generation } => {
+                let c = self.cores[core];
+                if c.generation != generation || c.switching {
+                    return;
+                }
+                let Some(slot) = c.running else { return };
+                self.charge(core);
+                if self.threads[slot as usize].remaining == Some(Nanos::ZERO) {
+                    self.finish(core, slot);
+                } else {
+                    // Slice expired: back to the queue; `decide` may pick it again.
+                    self.vacate(core, slot, Reason::Expired);
+                    pcall!(self, enqueue(slot, Enqueue::Expired));
+                }
+            }
+        }
+    }
+
+    /// Creates the threads of the current region of job `id`.
+    fn start_region(&mut self, id: usize) {
+        let (task, job, region, deadline) = {
+            let j = self.jobs[id].as_ref().expect("live job");
+            (j.task, j.job, j.region, j.deadline)
+        };
+        let tk = &self.scenario.tasks[task];
+        let demands: Vec<Nanos> = match &tk.regions[region] {
+            Region::Seq(c) => vec![*c],
+            Region::Par(v) => v.clone(),
+        };
+        self.jobs[id].as_mut().expect("live job").threads_left = demands.len();
+        for c in demands {
+            self.thread_seq += 1;
+            let t = SimThread {
+                owner: Owner::Task { task, job },
+                process: None,
+                task: Some(task),
+                group: None,
+                arrival: self.now,
+                demand: Some(c),
+                remaining: Some(c),
+                weight: 1024,
+                priority: 0,
+                tickets: 1,
+                affinity: tk.cpus.clone(),
+                deadline,
+                period: tk.period,
+                rel_deadline: tk.deadline,
+                seq: self.thread_seq,
+                state: ThreadState::Ready,
+                last_core: None,
+            };
+            let slot = self.new_slot(t, Some(id));
+            self.arrive(slot);
+        }
+    }
+
+    /// Charges the running thread of `core` up to now.
+    fn charge(&mut self, core: usize) {
+        let c = &mut self.cores[core];
+        let Some(slot) = c.running else { return };
+        if c.switching || self.now <= c.charged_at {
+            return;
+        }
+        let ran = self.now - c.charged_at;
+        c.charged_at = self.now;
+        let t = &mut self.threads[slot as usize];
+        if let Some(r) = &mut t.remaining {
+            *r = r.saturating_sub(ran);
+        }
+        pcall!(self, charge(slot, core, ran));
+    }
+
+    /// Takes `slot` off `core` for `reason`, deferring the Deschedule event until `decide`
+    /// knows whether the dispatcher picks it again.
+    fn vacate(&mut self, core: usize, slot: Slot, reason: Reason) {
+        let c = &mut self.cores[core];
+        c.running = None;
+        c.generation += 1;
+        c.switching = false;
+        c.vacated = Some((slot, reason));
+        self.running[core] = None;
+        self.threads[slot as usize].state = ThreadState::Ready;
+    }
+
+    fn finish(&mut self, core: usize, slot: Slot) {
+        let c = &mut self.cores[core];
+        c.running = None;
+        c.generation += 1;
+        self.running[core] = None;
+        self.emit(Event::Deschedule {
+            t: self.now,
+            core,
+            slot,
+            reason: Reason::Finished,
+        });
+        self.emit(Event::Finish { t: self.now, slot });
+        self.threads[slot as usize].state = ThreadState::Done;
+        self.live -= 1;
+        if let Some(id) = self.job_of[slot as usize].take() {
+            self.free_slots.push(slot);
+            let j = self.jobs[id].as_mut().expect("live job");
+            j.threads_left -= 1;
+            if j.threads_left == 0 {
+                let (task, job) = (j.task, j.job);
+                if j.region + 1 < self.scenario.tasks[task].regions.len() {
+                    j.region += 1;
+                    self.start_region(id);
+                } else {
+                    self.jobs[id] = None;
+                    self.free_jobs.push(id);
+                    self.emit(Event::JobFinish {
+                        t: self.now,
+                        task,
+                        job,
+                    });
+                }
+            }
+        }
+    }
+
+    /// One scheduling decision after a batch of simultaneous events.
+    fn decide(&mut self) {
+        self.stats.batches += 1;
+        for core in 0..self.cores_n {
+            self.charge(core);
+        }
+        // Preemptions requested by the policy.
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        {
+            pcall!(self, preempt(&mut out));
+        }
+        for &core in &out {
+            if let Some(slot) = self.cores[core].running {
+                self.vacate(core, slot, Reason::Preempted);
+                pcall!(self, enqueue(slot, Enqueue::Preempted));
+            }
+        }
+        self.scratch = out;
+        // Phase 1: every idle core picks (the dispatcher's queues change here only).
+        let mut picks: Vec<(usize, Slot)> = Vec::new();
+        for core in 0..self.cores_n {
+            if self.cores[core].running.is_some() {
+                continue;
+            }
+            let picked = { pcall!(self, pick_next(core)) };
+            let Some(s) = picked else { continue };
+            let t = &self.threads[s as usize];
+            let taken = picks.iter().any(|&(_, p)| p == s);
+            if t.state != ThreadState::Ready || !t.allowed_on(core) || taken {
+                self.stats.invariants.invalid_picks += 1;
+                if t.state == ThreadState::Ready && !taken {
+                    pcall!(self, enqueue(s, Enqueue::Preempted));
+                }
+                continue;
+            }
+            self.threads[s as usize].state = ThreadState::Running(core);
+            self.cores[core].running = Some(s);
+            self.running[core] = Some(s);
+            picks.push((core, s));
+        }
+        // Phase 2: threads that left a core and were not picked again there are descheduled
+        // before anything is dispatched, so a thread never appears on two cores at once.
+        for core in 0..self.cores_n {
+            if let Some((prev, reason)) = self.cores[core].vacated {
+                if self.cores[core].running != Some(prev) {
+                    self.cores[core].vacated = None;
+                    self.emit(Event::Deschedule {
+                        t: self.now,
+                        core,
+                        slot: prev,
+                        reason,
+                    });
+                }
+            }
+        }
+        // Phase 3: dispatch, or continue a thread picked again on its own core.
+        for (core, s) in picks {
+            if self.cores[core].vacated.take().is_some() {
+                self.begin_run(core, s, false);
+            } else {
+                self.dispatch(core, s);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, core: usize, slot: Slot) {
+        let now = self.now;
+        let from = self.threads[slot as usize].last_core.replace(core);
+        if let Some(from) = from {
+            if from != core {
+                self.emit(Event::Migrate {
+                    t: now,
+                    slot,
+                    from,
+                    to: core,
+                });
+            }
+        }
+        let cost = self.scenario.policy.context_switch;
+        let switch = cost > Nanos::ZERO && self.cores[core].last.is_some_and(|l| l != slot);
+        self.cores[core].last = Some(slot);
+        if switch {
+            let c = &mut self.cores[core];
+            c.generation += 1;
+            c.switching = true;
+            let g = c.generation;
+            self.push(
+                now + cost,
+                Kind::SwitchDone {
+                    core,
+                    generation: g,
+                },
+            );
+        } else {
+            self.begin_run(core, slot, true);
+        }
+    }
+
+    /// Starts (`dispatched`) or continues the run of `slot` on `core` now and schedules the
+    /// end of its slice.
+    fn begin_run(&mut self, core: usize, slot: Slot, dispatched: bool) {
+        let now = self.now;
+        let c = &mut self.cores[core];
+        c.charged_at = now;
+        c.generation += 1;
+        let generation = c.generation;
+        if dispatched {
+            self.emit(Event::Dispatch { t: now, core, slot });
+        }
+        let slice = { pcall!(self, time_slice(core, slot)) };
+        let mut end = self.horizon;
+        if let Some(r) = self.threads[slot as usize].remaining {
+            end = end.min(now + r);
+        }
+        if let Some(s) = slice {
+            end = end.min(now + s.max(Nanos(1)));
+        }
+        self.push(end, Kind::SliceEnd { core, generation });
+    }
+
+    /// Deschedules everything still running at the end of the window.
+    fn stop_all_at_end(&mut self) {
+        for core in 0..self.cores_n {
+            if self.cores[core].switching {
+                self.cores[core].switching = false;
+                self.cores[core].running = None;
+                continue;
+            }
+            self.charge(core);
+            if let Some(slot) = self.cores[core].running.take() {
+                self.running[core] = None;
+                self.emit(Event::Deschedule {
+                    t: self.now,
+                    core,
+                    slot,
+                    reason: Reason::Horizon,
+                });
+            }
+        }
+    }
+
+    /// Runs the controller and applies its actions.
+    fn control(&mut self) {
+        let Some(mut ctl) = self.controller.take() else {
+            return;
+        };
+        let views: Vec<ThreadView> = self
+            .threads
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.state != ThreadState::Done && t.process.is_some())
+            .map(|(i, t)| ThreadView {
+                id: i as u64,
+                process: t.process.expect("filtered"),
+                group: t.group,
+                core: match t.state {
+                    ThreadState::Running(c) => Some(c),
+                    _ => t.last_core.or_else(|| t.affinity.as_ref().map(|a| a[0])),
+                },
+                weight: t.weight,
+                base_weight: self.scenario.processes[t.process.expect("filtered")].weight,
+                runnable: matches!(t.state, ThreadState::Ready | ThreadState::Running(_)),
+                cpu: t
+                    .demand
+                    .map_or(Nanos::ZERO, |d| d - t.remaining.unwrap_or(d)),
+            })
+            .collect();
+        let mut actions = Vec::new();
+        {
+            let snap = Snapshot {
+                now: self.now,
+                cores: self.cores_n,
+                threads: &views,
+                group_weights: &self.group_weights,
+                scenario: self.scenario,
+            };
+            ctl.tick(&snap, &mut actions);
+        }
+        let period = ctl.period();
+        self.controller = Some(ctl);
+        for a in actions {
+            self.act(a);
+        }
+        self.push(self.now + period, Kind::Control);
+    }
+
+    /// Applies one controller action to the model.
+    pub(crate) fn act(&mut self, action: Action) {
+        let now = self.now;
+        match action {
+            Action::SetWeight { thread, weight } => {
+                let slot = thread as Slot;
+                let old = std::mem::replace(&mut self.threads[slot as usize].weight, weight);
+                if old != weight {
+                    self.emit(Event::WeightChange {
+                        t: now,
+                        slot,
+                        weight,
+                    });
+                    pcall!(self, reweight(slot, old));
+                }
+            }
+            Action::Migrate { thread, core } => {
+                let slot = thread as Slot;
+                self.threads[slot as usize].affinity = Some(vec![core]);
+                if let ThreadState::Running(c) = self.threads[slot as usize].state {
+                    if c != core {
+                        self.charge(c);
+                        self.vacate(c, slot, Reason::Preempted);
+                        pcall!(self, place(slot, core));
+                        pcall!(self, enqueue(slot, Enqueue::Preempted));
+                    }
+                } else {
+                    pcall!(self, place(slot, core));
+                }
+            }
+            Action::SetGroupWeight { group, weight } => {
+                self.group_weights[group] = weight;
+                self.emit(Event::GroupWeightChange {
+                    t: now,
+                    group,
+                    weight,
+                });
+            }
+            Action::Stop { process } => {
+                for slot in 0..self.threads.len() as Slot {
+                    let t = &self.threads[slot as usize];
+                    if t.process != Some(process) {
+                        continue;
+                    }
+                    match t.state {
+                        ThreadState::Running(c) => {
+                            self.charge(c);
+                            let cc = &mut self.cores[c];
+                            cc.running = None;
+                            cc.generation += 1;
+                            cc.switching = false;
+                            self.running[c] = None;
+                            self.emit(Event::Deschedule {
+                                t: now,
+                                core: c,
+                                slot,
+                                reason: Reason::Blocked,
+                            });
+                        }
+                        ThreadState::Ready => {
+                            pcall!(self, remove(slot));
+                        }
+                        _ => continue,
+                    }
+                    self.threads[slot as usize].state = ThreadState::Blocked;
+                    self.emit(Event::Block { t: now, slot });
+                }
+            }
+            Action::Resume { process } => {
+                for slot in 0..self.threads.len() as Slot {
+                    let t = &self.threads[slot as usize];
+                    if t.process == Some(process) && t.state == ThreadState::Blocked {
+                        self.threads[slot as usize].state = ThreadState::Ready;
+                        self.emit(Event::Wake { t: now, slot });
+                        pcall!(self, enqueue(slot, Enqueue::Woken));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Current group weights (tenants; changed by controllers).
+    pub fn group_weights(&self) -> &[u64] {
+        &self.group_weights
+    }
+}

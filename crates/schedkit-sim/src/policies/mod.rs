@@ -1,0 +1,66 @@
+//! The policy registry: scenario name -> dispatcher (and controller).
+//!
+//! One file per policy; each opens with the policy, its source and its invariants.
+
+pub mod dm;
+pub mod edf;
+pub mod fcfs;
+pub mod priority;
+pub mod rm;
+pub mod rr;
+pub mod sjf;
+pub mod srtf;
+
+use crate::keyed::Keyed;
+use crate::policy::Dispatcher;
+use schedkit_core::control::Controller;
+use schedkit_core::scenario::{PolicyName, Scenario, ScenarioError};
+
+/// A dispatcher and optional controller for a scenario's policy.
+pub struct Policy<'a> {
+    pub dispatcher: Box<dyn Dispatcher + 'a>,
+    pub controller: Option<Box<dyn Controller + 'a>>,
+}
+
+/// Policies the simulator runs.
+pub const SIM_POLICIES: &[PolicyName] = &[
+    PolicyName::Fcfs,
+    PolicyName::Sjf,
+    PolicyName::Srtf,
+    PolicyName::Rr,
+    PolicyName::Priority,
+    PolicyName::PriorityPreemptive,
+    PolicyName::Edf,
+    PolicyName::Rm,
+    PolicyName::Dm,
+    PolicyName::Gedf,
+];
+
+/// Builds the policy named in the scenario, or a located error if the simulator lacks it.
+pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
+    let plain = |d: Box<dyn Dispatcher>| Policy {
+        dispatcher: d,
+        controller: None,
+    };
+    Ok(match scenario.policy.name {
+        PolicyName::Fcfs => plain(Box::new(Keyed::new(fcfs::Fcfs))),
+        PolicyName::Sjf => plain(Box::new(Keyed::new(sjf::Sjf))),
+        PolicyName::Srtf => plain(Box::new(Keyed::new(srtf::Srtf))),
+        PolicyName::Rr => plain(Box::new(Keyed::new(rr::RoundRobin))),
+        PolicyName::Priority => plain(Box::new(Keyed::new(priority::Priority::<false>))),
+        PolicyName::PriorityPreemptive => plain(Box::new(Keyed::new(priority::Priority::<true>))),
+        PolicyName::Edf | PolicyName::Gedf => plain(Box::new(Keyed::new(edf::Edf))),
+        PolicyName::Rm => plain(Box::new(Keyed::new(rm::Rm))),
+        PolicyName::Dm => plain(Box::new(Keyed::new(dm::Dm))),
+        other => {
+            return Err(scenario.policy_error(format!(
+                "policy \"{other}\" is not available in the simulator (simulator policies: {})",
+                SIM_POLICIES
+                    .iter()
+                    .map(|p| p.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )))
+        }
+    })
+}
