@@ -8,6 +8,7 @@
 //! - [`weights`]: the kernel's nice-to-weight table.
 
 pub mod control;
+pub mod generate;
 pub mod gps;
 pub mod report;
 pub mod scenario;

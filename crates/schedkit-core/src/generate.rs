@@ -1,0 +1,372 @@
+//! Random periodic task-set generators, seeded and deterministic: the same parameters and seed
+//! give the same task set, byte for byte, on every machine.
+//!
+//! Two generators:
+//!
+//! - [`uunifast`] / [`UUniFast`]: Bini & Buttazzo's UUniFast ("Measuring the performance of
+//!   schedulability tests", Real-Time Systems 30, 2005) draws `n` utilisations that sum to `U`
+//!   uniformly over the simplex. For multicore sets (`U > 1`) a single utilisation may exceed 1,
+//!   which no core can serve; [`UUniFast::generate`] discards such draws and draws again
+//!   ("UUniFast-Discard", Davis & Burns 2009). Periods are log-uniform in `[t_min, t_max]`
+//!   rounded to whole milliseconds, deadlines are implicit (`D = T`), and each task is one
+//!   sequential region of `C = round(u * T)` (at least 1 us), rounded to whole microseconds
+//!   so that simulators counting in ms or us (SimSo) see the same numbers.
+//!
+//! - [`Seed001`]: the generator of seed 001 (Fonseca et al., section 5). Per task:
+//!   `T_i = T_min + x (T_max - T_min)`, `u_i = u_min + x (u_max - u_min)`, `C_i = T_i u_i`, each
+//!   `x` a fresh uniform draw in `[0, 1)`; tasks are added until the total utilisation enters
+//!   the window `[U_min, U_max]`; `n_i = x * 3m` parallel threads. Decisions the paper leaves
+//!   open, made here and documented:
+//!   * the window is *normalised* by the number of cores (the paper's windows 0.28-0.30 ...
+//!     0.83-0.85 are printed as percentages of the machine), so the total lies in
+//!     `[m U_min, m U_max]`;
+//!   * a draw that would overshoot `m U_max` is drawn again (at most 1,000 times; after that
+//!     the set is started afresh), so every set lands inside the window;
+//!   * `n_i = max(1, ceil(x * 3m))`, so a task has between 1 and `3m` parallel threads;
+//!   * a job is `seq, par(n_i threads), seq` ("executes sequentially; splits into multiple
+//!     parallel threads; synchronizes; resumes master thread execution"), with the share of
+//!     `C_i` in each of the three parts and between the parallel threads drawn at random;
+//!     the parts sum to exactly `C_i` (the paper bounds the total by `C_i`).
+//!
+//! Rejected alternative: drawing task utilisations with UUniFast in the seed-001 generator
+//! would not respect the paper's per-task bounds `[u_min, u_max]`.
+
+use crate::scenario::{PolicyName, PolicySpec, Region, Scenario, Task};
+use crate::time::Nanos;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// UUniFast: `n` utilisations, uniformly distributed over `{u >= 0, sum u = total}`.
+pub fn uunifast<R: Rng>(rng: &mut R, n: usize, total: f64) -> Vec<f64> {
+    let mut out = Vec::with_capacity(n);
+    let mut sum = total;
+    for i in 1..n {
+        let next = sum * rng.gen::<f64>().powf(1.0 / (n - i) as f64);
+        out.push(sum - next);
+        sum = next;
+    }
+    if n > 0 {
+        out.push(sum);
+    }
+    out
+}
+
+/// Parameters of a UUniFast task set with implicit deadlines.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UUniFast {
+    pub tasks: usize,
+    /// Total utilisation (e.g. 3.0 on 4 cores).
+    pub utilisation: f64,
+    pub period_min: Nanos,
+    pub period_max: Nanos,
+    pub seed: u64,
+}
+
+impl UUniFast {
+    /// `tasks` tasks of total utilisation `utilisation`, periods 10-100 ms.
+    pub fn new(tasks: usize, utilisation: f64, seed: u64) -> UUniFast {
+        UUniFast {
+            tasks,
+            utilisation,
+            period_min: Nanos::from_ms(10),
+            period_max: Nanos::from_ms(100),
+            seed,
+        }
+    }
+
+    /// Draws the task set (UUniFast-Discard: no task above utilisation 1). Tasks are named
+    /// `t0`, `t1`, ...
+    pub fn generate(&self) -> Vec<Task> {
+        assert!(
+            self.utilisation <= self.tasks as f64,
+            "UUniFast: {} tasks cannot carry utilisation {}",
+            self.tasks,
+            self.utilisation
+        );
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let us = loop {
+            let us = uunifast(&mut rng, self.tasks, self.utilisation);
+            if us.iter().all(|&u| u <= 1.0) {
+                break us;
+            }
+        };
+        let (lo, hi) = (
+            (self.period_min.0 as f64).ln(),
+            (self.period_max.0 as f64).ln(),
+        );
+        us.iter()
+            .enumerate()
+            .map(|(i, &u)| {
+                let raw = (lo + rng.gen::<f64>() * (hi - lo)).exp();
+                let period = round_to(raw, 1_000_000).max(1_000_000);
+                let wcet = round_to(u * period as f64, 1_000).clamp(1_000, period);
+                Task {
+                    name: format!("t{i}"),
+                    period: Nanos(period),
+                    deadline: Nanos(period),
+                    offset: Nanos::ZERO,
+                    regions: vec![Region::Seq(Nanos(wcet))],
+                    cpus: None,
+                    line: 0,
+                }
+            })
+            .collect()
+    }
+}
+
+fn round_to(x: f64, unit: u64) -> u64 {
+    ((x / unit as f64).round() as u64) * unit
+}
+
+/// Parameters of seed 001's generator (defaults: the paper's values for `m` cores).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Seed001 {
+    /// Cores `m`.
+    pub cores: usize,
+    pub u_min: f64,
+    pub u_max: f64,
+    pub period_min: Nanos,
+    pub period_max: Nanos,
+    /// Normalised total-utilisation window `[U_min, U_max]` (fractions of the machine).
+    pub window: (f64, f64),
+    pub seed: u64,
+}
+
+impl Seed001 {
+    /// The paper's parameters: u in [0.1, 0.4], periods 100-150 ms, the given window.
+    pub fn new(cores: usize, window: (f64, f64), seed: u64) -> Seed001 {
+        Seed001 {
+            cores,
+            u_min: 0.1,
+            u_max: 0.4,
+            period_min: Nanos::from_ms(100),
+            period_max: Nanos::from_ms(150),
+            window,
+            seed,
+        }
+    }
+
+    /// Draws the task set. Panics if the window cannot be reached with tasks of utilisation
+    /// in `[u_min, u_max]` (e.g. a window narrower than nothing and below `u_min`).
+    pub fn generate(&self) -> Vec<Task> {
+        let m = self.cores as f64;
+        let (lo, hi) = (self.window.0 * m, self.window.1 * m);
+        assert!(
+            hi >= self.u_min && lo <= hi,
+            "seed-001 generator: window [{}, {}] x {} cores is unreachable with u >= {}",
+            self.window.0,
+            self.window.1,
+            self.cores,
+            self.u_min
+        );
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let us = 'set: loop {
+            let mut us: Vec<f64> = Vec::new();
+            let mut sum = 0.0;
+            while sum < lo {
+                let mut tries = 0;
+                let u = loop {
+                    let u = self.u_min + rng.gen::<f64>() * (self.u_max - self.u_min);
+                    if sum + u <= hi {
+                        break u;
+                    }
+                    tries += 1;
+                    if tries == 1000 {
+                        continue 'set;
+                    }
+                };
+                sum += u;
+                us.push(u);
+            }
+            break us;
+        };
+        let span = (self.period_max - self.period_min).0 as f64;
+        us.iter()
+            .enumerate()
+            .map(|(i, &u)| {
+                let period = self.period_min.0 + (rng.gen::<f64>() * span) as u64;
+                let c = ((period as f64 * u) as u64).max(3);
+                let threads = ((rng.gen::<f64>() * 3.0 * m).ceil() as usize).max(1);
+                Task {
+                    name: format!("t{i}"),
+                    period: Nanos(period),
+                    deadline: Nanos(period),
+                    offset: Nanos::ZERO,
+                    regions: split_job(&mut rng, c, threads),
+                    cpus: None,
+                    line: 0,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Splits `c` ns into `seq, par(threads), seq`, every piece at least 1 ns, summing to `c`.
+fn split_job<R: Rng>(rng: &mut R, c: u64, threads: usize) -> Vec<Region> {
+    let parts = split(rng, c, 2 + threads);
+    vec![
+        Region::Seq(Nanos(parts[0])),
+        Region::Par(parts[2..].iter().map(|&p| Nanos(p)).collect()),
+        Region::Seq(Nanos(parts[1])),
+    ]
+}
+
+/// `k` random positive integers summing to `total` (requires `total >= k`).
+fn split<R: Rng>(rng: &mut R, total: u64, k: usize) -> Vec<u64> {
+    let k = k.min(total as usize).max(1);
+    let weights: Vec<f64> = (0..k).map(|_| 0.05 + rng.gen::<f64>()).collect();
+    let sum: f64 = weights.iter().sum();
+    let free = total - k as u64;
+    let mut out: Vec<u64> = weights
+        .iter()
+        .map(|w| 1 + (free as f64 * w / sum) as u64)
+        .collect();
+    let given: u64 = out.iter().sum();
+    out[k - 1] += total - given;
+    out
+}
+
+/// A scenario holding `tasks` on `cores` under `policy`, simulated until `horizon`.
+pub fn scenario(
+    name: &str,
+    cores: usize,
+    policy: PolicyName,
+    horizon: Nanos,
+    tasks: Vec<Task>,
+) -> Scenario {
+    Scenario {
+        file: name.to_string(),
+        cores,
+        policy: PolicySpec::new(policy),
+        horizon,
+        processes: Vec::new(),
+        groups: Vec::new(),
+        tasks,
+    }
+}
+
+/// Writes `scenario`'s cores, policy, horizon and tasks as a scenario file that
+/// [`Scenario::parse`] reads back to the same tasks (processes and groups are not written).
+pub fn tasks_toml(scenario: &Scenario) -> String {
+    let mut s = format!(
+        "# Generated by schedkit ({} tasks, utilisation {:.4}).\ncores = {}\nrun = {{ horizon = \"{}ns\" }}\npolicy = {{ name = \"{}\" }}\n",
+        scenario.tasks.len(),
+        scenario.tasks.iter().map(|t| t.utilisation()).sum::<f64>(),
+        scenario.cores,
+        scenario.horizon.0,
+        scenario.policy.name.as_str()
+    );
+    for t in &scenario.tasks {
+        let regions: Vec<String> = t
+            .regions
+            .iter()
+            .map(|r| match r {
+                Region::Seq(c) => format!("{{ seq = \"{}ns\" }}", c.0),
+                Region::Par(v) => format!(
+                    "{{ par = [{}] }}",
+                    v.iter()
+                        .map(|c| format!("\"{}ns\"", c.0))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+            .collect();
+        s.push_str(&format!(
+            "\n[[task]]\nname = \"{}\"\nperiod = \"{}ns\"\ndeadline = \"{}ns\"\nregions = [{}]\n",
+            t.name,
+            t.period.0,
+            t.deadline.0,
+            regions.join(", ")
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uunifast_sums_to_total_and_is_seeded() {
+        let mut a = ChaCha8Rng::seed_from_u64(7);
+        let mut b = ChaCha8Rng::seed_from_u64(7);
+        let x = uunifast(&mut a, 20, 3.0);
+        assert_eq!(x, uunifast(&mut b, 20, 3.0));
+        assert_eq!(x.len(), 20);
+        assert!((x.iter().sum::<f64>() - 3.0).abs() < 1e-9);
+        assert!(x.iter().all(|&u| u >= 0.0));
+    }
+
+    #[test]
+    fn uunifast_sets_are_implicit_deadline_and_near_target() {
+        for seed in 0..20 {
+            let ts = UUniFast::new(20, 3.0, seed).generate();
+            assert_eq!(ts.len(), 20);
+            assert_eq!(ts, UUniFast::new(20, 3.0, seed).generate());
+            let u: f64 = ts.iter().map(|t| t.utilisation()).sum();
+            // Rounding C to 1 us on periods >= 10 ms moves each u by at most 5e-5.
+            assert!((u - 3.0).abs() < 20.0 * 5e-5 + 1e-9, "seed {seed}: {u}");
+            for t in &ts {
+                assert_eq!(t.deadline, t.period);
+                assert!(t.period >= Nanos::from_ms(10) && t.period <= Nanos::from_ms(100));
+                assert_eq!(t.period.0 % 1_000_000, 0);
+                assert!(t.utilisation() <= 1.0);
+            }
+        }
+    }
+
+    #[test]
+    fn seed001_respects_the_papers_bounds() {
+        for seed in 0..50 {
+            let g = Seed001::new(2, (0.78, 0.80), seed);
+            let ts = g.generate();
+            assert_eq!(ts, g.generate(), "not deterministic");
+            let total: f64 = ts.iter().map(|t| t.utilisation()).sum();
+            assert!(
+                (1.56 - 1e-3..=1.60 + 1e-9).contains(&total),
+                "seed {seed}: {total}"
+            );
+            for t in &ts {
+                assert!(t.period >= Nanos::from_ms(100) && t.period < Nanos::from_ms(150));
+                let u = t.utilisation();
+                assert!((0.1 - 1e-6..=0.4 + 1e-9).contains(&u), "u = {u}");
+                assert_eq!(t.regions.len(), 3);
+                let Region::Par(threads) = &t.regions[1] else {
+                    panic!("middle region must be parallel")
+                };
+                assert!((1..=6).contains(&threads.len()));
+            }
+        }
+    }
+
+    #[test]
+    fn seed001_thread_counts_cover_one_to_3m() {
+        let mut seen = [false; 13];
+        for seed in 0..200 {
+            for t in Seed001::new(4, (0.5, 0.6), seed).generate() {
+                let Region::Par(v) = &t.regions[1] else {
+                    unreachable!()
+                };
+                seen[v.len()] = true;
+            }
+        }
+        assert!(seen[1..=12].iter().all(|&s| s), "{seen:?}");
+        assert!(!seen[0]);
+    }
+
+    #[test]
+    fn toml_round_trips() {
+        let tasks = Seed001::new(2, (0.58, 0.60), 3).generate();
+        let s = scenario("gen", 2, PolicyName::Gedf, Nanos::from_secs(1), tasks);
+        let back = Scenario::parse("gen.toml", &tasks_toml(&s)).expect("parses");
+        assert_eq!(back.cores, 2);
+        assert_eq!(back.horizon, s.horizon);
+        assert_eq!(back.policy.name, PolicyName::Gedf);
+        let strip = |ts: &[Task]| -> Vec<(String, Nanos, Nanos, Vec<Region>)> {
+            ts.iter()
+                .map(|t| (t.name.clone(), t.period, t.deadline, t.regions.clone()))
+                .collect()
+        };
+        assert_eq!(strip(&back.tasks), strip(&s.tasks));
+    }
+}
