@@ -1,0 +1,116 @@
+//! schedkit-linux: the Linux layer under `schedkit run`, `schedkit topo` and the runtime pools.
+//!
+//! Every module here talks to the kernel through one narrow door, so that callers (and tests)
+//! can reason about what changes on the machine:
+//!
+//! - [`affinity`]: CPU sets and per-thread affinity (`sched_setaffinity` by TID);
+//! - [`sched`]: per-thread scheduling class and priority (`sched_setattr`: SCHED_OTHER with
+//!   nice, SCHED_FIFO, SCHED_RR, SCHED_DEADLINE);
+//! - [`topo`]: the machine's topology read from sysfs;
+//! - [`irq`]: IRQ affinity masks under `/proc/irq`;
+//! - [`procfs`]: per-thread accounting from `/proc` (utime/stime, schedstat, last CPU,
+//!   voluntary and involuntary switches) and the machine's thread list;
+//! - [`perf`]: `perf_event_open` counters behind a [`perf::CounterSource`] seam;
+//! - [`journal`]: every change to shared machine state is written (and fsynced) to a journal
+//!   before it is made, undone on exit, and undone by `schedkit restore` after a crash;
+//! - [`privilege`]: what this process may do (root, CAP_SYS_NICE, CAP_SYS_ADMIN);
+//! - [`engine`]: the real engine (built-in workloads, commands, sampling into the trace);
+//! - [`exclusive`]: seed 000's exclusive mode (system cores, moved threads and IRQs, pinning).
+//!
+//! Paths to sysfs and procfs go through [`Roots`], so tests can point the readers at a fake
+//! tree (the `SCX_SYSFS_PREFIX` idea of the scx tools).
+
+pub mod affinity;
+// pub mod engine;
+// pub mod exclusive;
+// pub mod irq;
+// pub mod journal;
+// pub mod perf;
+// pub mod privilege;
+// pub mod procfs;
+pub mod sched;
+// pub mod topo;
+// pub mod workload;
+
+use std::path::{Path, PathBuf};
+
+/// Errors of the Linux layer. `Input` is the user's mistake (exit 2 at the CLI), `Privilege`
+/// a missing right (exit 3), `Os` everything else.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Input(String),
+    #[error("{0}")]
+    Privilege(String),
+    #[error("{what}: {source}")]
+    Os {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// An OS error for `what`, from `errno`.
+    pub fn last_os(what: impl Into<String>) -> Error {
+        Error::Os {
+            what: what.into(),
+            source: std::io::Error::last_os_error(),
+        }
+    }
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Os {
+            what: what.into(),
+            source,
+        }
+    }
+    /// The raw errno of an OS error, if any.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Os { source, .. } => source.raw_os_error(),
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Where sysfs and procfs live. [`Roots::host`] is `/sys` and `/proc`; tests build a fake tree
+/// and use [`Roots::at`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Roots {
+    pub sys: PathBuf,
+    pub proc: PathBuf,
+}
+
+impl Roots {
+    /// The running machine's `/sys` and `/proc`, unless `SCHEDKIT_ROOT_PREFIX` names a prefix
+    /// (then `$PREFIX/sys` and `$PREFIX/proc`).
+    pub fn host() -> Roots {
+        match std::env::var_os("SCHEDKIT_ROOT_PREFIX") {
+            Some(p) if !p.is_empty() => Roots::at(Path::new(&p)),
+            _ => Roots {
+                sys: PathBuf::from("/sys"),
+                proc: PathBuf::from("/proc"),
+            },
+        }
+    }
+    /// `prefix/sys` and `prefix/proc`.
+    pub fn at(prefix: &Path) -> Roots {
+        Roots {
+            sys: prefix.join("sys"),
+            proc: prefix.join("proc"),
+        }
+    }
+}
+
+/// Reads a small text file, trimmed.
+pub fn read_trim(path: &Path) -> std::io::Result<String> {
+    Ok(std::fs::read_to_string(path)?.trim().to_string())
+}
+
+/// The calling thread's kernel thread id.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
