@@ -22,15 +22,15 @@
 
 pub mod affinity;
 // pub mod engine;
-// pub mod exclusive;
-// pub mod irq;
-// pub mod journal;
-// pub mod perf;
-// pub mod privilege;
-// pub mod procfs;
+pub mod exclusive;
+pub mod irq;
+pub mod journal;
+pub mod perf;
+pub mod privilege;
+pub mod procfs;
 pub mod sched;
-// pub mod topo;
-// pub mod workload;
+pub mod topo;
+pub mod workload;
 
 use std::path::{Path, PathBuf};
 

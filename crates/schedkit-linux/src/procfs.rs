@@ -1,0 +1,190 @@
+//! Per-thread accounting from `/proc`, and the machine's thread list.
+//!
+//! For a thread, [`ThreadStat::read`] combines three files of `/proc/PID/task/TID`:
+//! - `stat`: state, flags (PF_KTHREAD, PF_NO_SETAFFINITY), utime/stime (clock ticks), start
+//!   time (ticks since boot: with the TID it names a thread uniquely, so a journal never
+//!   touches a recycled TID), the CPU it last ran on, its RT priority and policy;
+//! - `schedstat`: nanoseconds on the CPU, nanoseconds waiting on a run queue, time slices;
+//! - `status`: voluntary and involuntary context switches.
+//!
+//! `schedstat` is the precise clock (ns, from the scheduler itself); utime/stime are tick
+//! samples kept for the user/system split.
+
+use crate::{Error, Result, Roots};
+use std::path::{Path, PathBuf};
+
+/// PF_KTHREAD in `stat` flags.
+pub const PF_KTHREAD: u64 = 0x0020_0000;
+/// PF_NO_SETAFFINITY: the kernel forbids changing this thread's affinity.
+pub const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
+
+/// A snapshot of one thread.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ThreadStat {
+    pub pid: i32,
+    pub tid: i32,
+    pub comm: String,
+    /// `R`, `S`, `D`, `T`, `Z`, ...
+    pub state: char,
+    pub flags: u64,
+    pub utime_ticks: u64,
+    pub stime_ticks: u64,
+    /// Start time in clock ticks since boot.
+    pub starttime: u64,
+    /// CPU the thread last ran on.
+    pub cpu: usize,
+    pub rt_priority: u32,
+    pub policy: u32,
+    /// From `schedstat`: time on a CPU and waiting on a run queue (ns), and slices.
+    pub run_ns: u64,
+    pub wait_ns: u64,
+    pub timeslices: u64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+}
+
+impl ThreadStat {
+    pub fn is_kthread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
+    pub fn affinity_locked(&self) -> bool {
+        self.flags & PF_NO_SETAFFINITY != 0
+    }
+    pub fn is_runnable(&self) -> bool {
+        self.state == 'R'
+    }
+
+    /// Reads `/proc/PID/task/TID/{stat,schedstat,status}`.
+    pub fn read(roots: &Roots, pid: i32, tid: i32) -> Result<ThreadStat> {
+        let d = thread_dir(roots, pid, tid);
+        let stat = std::fs::read_to_string(d.join("stat"))
+            .map_err(|e| Error::io(format!("read {}", d.join("stat").display()), e))?;
+        let mut t = parse_stat(&stat)
+            .ok_or_else(|| Error::Input(format!("{}: unparsable", d.join("stat").display())))?;
+        t.pid = pid;
+        if let Ok(s) = std::fs::read_to_string(d.join("schedstat")) {
+            let v: Vec<u64> = s
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            if v.len() >= 3 {
+                (t.run_ns, t.wait_ns, t.timeslices) = (v[0], v[1], v[2]);
+            }
+        }
+        if let Ok(s) = std::fs::read_to_string(d.join("status")) {
+            for l in s.lines() {
+                if let Some(v) = l.strip_prefix("voluntary_ctxt_switches:") {
+                    t.voluntary_switches = v.trim().parse().unwrap_or(0);
+                } else if let Some(v) = l.strip_prefix("nonvoluntary_ctxt_switches:") {
+                    t.involuntary_switches = v.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        Ok(t)
+    }
+}
+
+fn thread_dir(roots: &Roots, pid: i32, tid: i32) -> PathBuf {
+    roots
+        .proc
+        .join(pid.to_string())
+        .join("task")
+        .join(tid.to_string())
+}
+
+/// Parses a `stat` line (TID first, comm in parentheses, which may itself hold parentheses).
+pub fn parse_stat(text: &str) -> Option<ThreadStat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let tid: i32 = text[..open].trim().parse().ok()?;
+    let comm = text[open + 1..close].to_string();
+    let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
+    // rest[0] is field 3 (state); field n is rest[n - 3].
+    let f = |n: usize| -> Option<u64> { rest.get(n - 3)?.parse().ok() };
+    Some(ThreadStat {
+        pid: 0,
+        tid,
+        comm,
+        state: rest.first()?.chars().next()?,
+        flags: f(9)?,
+        utime_ticks: f(14)?,
+        stime_ticks: f(15)?,
+        starttime: f(22)?,
+        cpu: f(39)? as usize,
+        rt_priority: f(40).unwrap_or(0) as u32,
+        policy: f(41).unwrap_or(0) as u32,
+        ..ThreadStat::default()
+    })
+}
+
+/// Thread ids of process `pid`.
+pub fn tids(roots: &Roots, pid: i32) -> Vec<i32> {
+    numeric_entries(&roots.proc.join(pid.to_string()).join("task"))
+}
+
+/// Process ids on the machine.
+pub fn pids(roots: &Roots) -> Vec<i32> {
+    numeric_entries(&roots.proc)
+}
+
+fn numeric_entries(dir: &Path) -> Vec<i32> {
+    let mut v: Vec<i32> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
+/// Every (pid, tid) on the machine.
+pub fn all_threads(roots: &Roots) -> Vec<(i32, i32)> {
+    pids(roots)
+        .into_iter()
+        .flat_map(|p| tids(roots, p).into_iter().map(move |t| (p, t)))
+        .collect()
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
+pub fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// Reads a sysctl under `/proc/sys` (`kernel/sched_rt_runtime_us`).
+pub fn sysctl(roots: &Roots, name: &str) -> Result<String> {
+    let p = roots.proc.join("sys").join(name);
+    crate::read_trim(&p).map_err(|e| Error::io(format!("read {}", p.display()), e))
+}
+
+/// Writes a sysctl under `/proc/sys`.
+pub fn set_sysctl(roots: &Roots, name: &str, value: &str) -> Result<()> {
+    let p = roots.proc.join("sys").join(name);
+    std::fs::write(&p, value).map_err(|e| Error::io(format!("write {value} to {}", p.display()), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_parentheses_in_comm() {
+        let line = "1234 (a (b) c) R 1 1234 1234 0 -1 4194560 100 0 0 0 250 30 0 0 20 0 1 0 5555 1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        let t = parse_stat(line).unwrap();
+        assert_eq!(t.tid, 1234);
+        assert_eq!(t.comm, "a (b) c");
+        assert_eq!(t.state, 'R');
+        assert_eq!(t.utime_ticks, 250);
+        assert_eq!(t.stime_ticks, 30);
+        assert_eq!(t.starttime, 5555);
+        assert_eq!(t.cpu, 1);
+        assert!(!t.is_kthread());
+    }
+}
