@@ -1,0 +1,313 @@
+//! Architecture A2's primitive: the blocked queue lives inside the primitive, and a lock-free
+//! state machine decides who wakes whom (seed 003, section "Усовершенствованная архитектура
+//! планировщика", figure 4).
+//!
+//! # The model
+//!
+//! A primitive holds *permits* (an event: 0 or 1; a semaphore: a count) and a list of blocked
+//! fibers. Two kinds of actor touch it, both scheduler threads (STs) or, for `release`, any
+//! thread:
+//!
+//! - a **joiner**: an ST whose fiber found no permit and switched out; the ST (not the fiber,
+//!   which is no longer running) adds the fiber to the primitive's list, exactly as the paper's
+//!   chain UT -> primitive -> ST -> blocked queue;
+//! - a **setter**: whoever sets the event / posts the semaphore; it moves blocked fibers to the
+//!   ready queue of the ST that will run them (chain ST -> primitive -> blocked queue -> ready
+//!   queue).
+//!
+//! The paper's states map onto one 64-bit word `state = permits (low 32) | busy (high 32)`:
+//!
+//! ```text
+//!                      set / post (busy 0 -> 1, permits += n)
+//!     +---------+ ---------------------------------------------> +-----------------+
+//!     |  UNSET  |                                                |    SETTING      |
+//!     | p=0 b=0 | <--------------------------------------------- | p>0 b>=1        |
+//!     +---------+   last holder leaves, permits used up          | (drains list)   |
+//!        |  ^                                                    +-----------------+
+//!  join  |  | last joiner leaves,                                   |  ^        |
+//!  b+1   |  | p still 0                          set arrives while  |  | reset  | last holder leaves,
+//!        v  |                                    joining: p += n    |  | p:=0   | list empty
+//!     +-----------------+ --------------------------------------------+  |        v
+//!     |    JOINING      |          (sub-state "joining, set pending":    |  +---------+
+//!     | p=0 b>=1        | <---------------------------------------------+   |   SET   |
+//!     | (pushes fiber)  |           the last holder drains before leaving)  | p>0 b=0 |
+//!     +-----------------+                                                   +---------+
+//!           ^  more joiners: b+1 (sub-state "joining, several STs")  join on SET: take a
+//!           +---------------------------------------------------------- permit (auto-reset,
+//!                                                                       semaphore) or pass
+//!                                                                       (manual-reset)
+//! ```
+//!
+//! `busy` counts the actors inside a transitional state (JOINING when `p == 0`, SETTING when
+//! `p > 0`). The paper's sub-states ("another ST tries to set or unset while one is setting or
+//! joining") are the cases `busy > 1` and "permits changed while busy": instead of making the
+//! late-comer wait and retry, it records its request in the word (a set adds permits, a reset
+//! clears them) and leaves; the **last holder to leave** drains the list if, at that moment,
+//! there are permits and blocked fibers. No actor ever waits for another: every loop below
+//! retries only when a compare-and-swap lost to a change that some other actor completed.
+//!
+//! # Why no wake-up is lost
+//!
+//! The invariant at every `busy == 0` instant is `!(permits > 0 && list non-empty)`.
+//! - A fiber is pushed only while its joiner holds `busy`, and the joiner entered `busy` only
+//!   after seeing `permits == 0` in the same compare-and-swap.
+//! - Every holder, before it decrements `busy`, loads the word and checks the list; if it sees
+//!   `permits > 0` and a non-empty list it drains first. Its decrement is a compare-and-swap
+//!   against the word it checked, so a change in between (a set, a new joiner) makes it look
+//!   again.
+//! - A set always enters `busy` (it never just adds permits to a quiet word), so it too passes
+//!   the leave check. A cheaper "add permits without entering when the list looks empty" was
+//!   rejected: with no version counter in the word it is open to ABA (a joiner entering,
+//!   pushing and leaving between the setter's two loads leaves the word bit-identical).
+//!
+//! `tests/loom_a2.rs` checks this by exhausting interleavings of two setters and two joiners.
+//!
+//! # Memory ordering
+//!
+//! All changes of `state` are read-modify-writes with `AcqRel` (they form one modification
+//! order, so every holder sees the pushes of every holder that left before it); the list head
+//! is pushed with `Release` and taken with `Acquire` (`swap`), so a fiber's link field written
+//! by the pusher is visible to the taker. Data written by a setter before `release` reaches the
+//! woken fiber through the state word (fast path) or through the ready queue (slow path).
+//!
+//! # Fairness
+//!
+//! The list is a Treiber stack taken whole (`swap(null)`, free of ABA) and reversed, so waiters
+//! are served oldest first within one drain; waiters left over when permits run out are pushed
+//! back in front of newer arrivals, so order across drains is approximate, not strict FIFO.
+
+use crate::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
+use std::cell::Cell;
+use std::ptr;
+
+/// An intrusive list node: a blocked fiber carries the link to the next blocked fiber.
+///
+/// # Safety
+/// `link` must return the same cell for the node's whole life, and the node must not be in two
+/// lists at once.
+pub unsafe trait Linked {
+    fn link(&self) -> &Cell<*mut Self>;
+}
+
+const BUSY: u64 = 1 << 32;
+const PERMITS: u64 = BUSY - 1;
+
+#[inline]
+fn permits(s: u64) -> u32 {
+    (s & PERMITS) as u32
+}
+#[inline]
+fn busy(s: u64) -> u32 {
+    (s >> 32) as u32
+}
+
+/// The A2 state machine over an intrusive list of `T`.
+pub struct A2Core<T: Linked> {
+    state: AtomicU64,
+    head: AtomicPtr<T>,
+    /// Most permits the primitive holds (1 for events and mutexes).
+    cap: u32,
+    /// Manual-reset event: a join passes without taking the permit, a drain wakes everyone.
+    manual: bool,
+}
+
+// SAFETY: the raw pointers in the list are owned by the core while listed, and handed to
+// exactly one `wake` call; `T` itself moves between threads.
+unsafe impl<T: Linked + Send> Send for A2Core<T> {}
+unsafe impl<T: Linked + Send> Sync for A2Core<T> {}
+
+impl<T: Linked> A2Core<T> {
+    /// A primitive with `initial` permits (at most `cap`).
+    pub fn new(initial: u32, cap: u32, manual: bool) -> Self {
+        assert!(cap >= 1 && initial <= cap);
+        A2Core {
+            state: AtomicU64::new(initial as u64),
+            head: AtomicPtr::new(ptr::null_mut()),
+            cap,
+            manual,
+        }
+    }
+
+    /// Current permits (a snapshot).
+    pub fn permits(&self) -> u32 {
+        permits(self.state.load(Acquire))
+    }
+
+    /// Takes a permit without blocking (passes a set manual-reset event). The fast path of
+    /// every wait: no scheduler involved.
+    #[inline]
+    pub fn try_acquire(&self) -> bool {
+        let mut s = self.state.load(Acquire);
+        loop {
+            if permits(s) == 0 {
+                return false;
+            }
+            if self.manual {
+                return true;
+            }
+            match self.state.compare_exchange_weak(s, s - 1, AcqRel, Acquire) {
+                Ok(_) => return true,
+                Err(x) => s = x,
+            }
+        }
+    }
+
+    /// Called by the ST after `node`'s fiber switched out asking to block here. Returns `false`
+    /// when a permit was there after all (the caller still owns `node` and runs it), `true`
+    /// when the node went into the list (ownership passed to the core, which hands it to
+    /// `wake` exactly once, possibly before this call returns).
+    ///
+    /// # Safety
+    /// `node` must be valid and not in any list.
+    pub unsafe fn join(&self, node: *mut T, wake: &mut dyn FnMut(*mut T)) -> bool {
+        let mut s = self.state.load(Acquire);
+        loop {
+            if permits(s) > 0 {
+                if self.manual {
+                    return false;
+                }
+                match self.state.compare_exchange_weak(s, s - 1, AcqRel, Acquire) {
+                    Ok(_) => return false,
+                    Err(x) => s = x,
+                }
+            } else {
+                // UNSET or JOINING -> JOINING with one more holder.
+                match self
+                    .state
+                    .compare_exchange_weak(s, s + BUSY, AcqRel, Acquire)
+                {
+                    Ok(_) => break,
+                    Err(x) => s = x,
+                }
+            }
+        }
+        self.push_chain(node, node);
+        self.leave(wake);
+        true
+    }
+
+    /// Adds `n` permits (at most `cap` in all) and wakes as many blocked fibers as they allow
+    /// (all of them for a manual-reset event). Any thread may call it.
+    pub fn release(&self, n: u32, wake: &mut dyn FnMut(*mut T)) {
+        let mut s = self.state.load(Acquire);
+        loop {
+            let p = permits(s).saturating_add(n).min(self.cap) as u64;
+            let next = ((s & !PERMITS) + BUSY) | p;
+            match self.state.compare_exchange_weak(s, next, AcqRel, Acquire) {
+                Ok(_) => break,
+                Err(x) => s = x,
+            }
+        }
+        self.leave(wake);
+    }
+
+    /// Clears the permits (resets a manual-reset event). Fibers already woken stay woken.
+    pub fn reset(&self) {
+        let mut s = self.state.load(Acquire);
+        while permits(s) != 0 {
+            match self
+                .state
+                .compare_exchange_weak(s, s & !PERMITS, AcqRel, Acquire)
+            {
+                Ok(_) => return,
+                Err(x) => s = x,
+            }
+        }
+    }
+
+    /// Leaves the transitional state; whoever leaves drains first if permits and blocked
+    /// fibers meet.
+    fn leave(&self, wake: &mut dyn FnMut(*mut T)) {
+        let mut s = self.state.load(Acquire);
+        loop {
+            debug_assert!(busy(s) >= 1);
+            if permits(s) > 0 && !self.head.load(Acquire).is_null() {
+                self.drain(wake);
+                s = self.state.load(Acquire);
+                continue;
+            }
+            match self
+                .state
+                .compare_exchange_weak(s, s - BUSY, AcqRel, Acquire)
+            {
+                Ok(_) => return,
+                Err(x) => s = x,
+            }
+        }
+    }
+
+    /// SETTING: wakes blocked fibers while permits last. The caller holds `busy`.
+    fn drain(&self, wake: &mut dyn FnMut(*mut T)) {
+        let taken = self.head.swap(ptr::null_mut(), AcqRel);
+        if taken.is_null() {
+            return;
+        }
+        // Reverse the stack so the oldest waiter comes first.
+        let mut fifo: *mut T = ptr::null_mut();
+        let mut cur = taken;
+        while !cur.is_null() {
+            // SAFETY: listed nodes are valid and owned by the core.
+            let next = unsafe { (*cur).link().get() };
+            unsafe { (*cur).link().set(fifo) };
+            fifo = cur;
+            cur = next;
+        }
+        let mut cur = fifo;
+        while !cur.is_null() {
+            if !self.manual && !self.take_permit() {
+                break;
+            }
+            if self.manual && self.permits() == 0 {
+                // Reset arrived mid-drain: the rest stay blocked (they observed no set).
+                break;
+            }
+            let next = unsafe { (*cur).link().get() };
+            unsafe { (*cur).link().set(ptr::null_mut()) };
+            wake(cur);
+            cur = next;
+        }
+        if !cur.is_null() {
+            // Out of permits: put the rest back (`cur` .. its last node).
+            let mut last = cur;
+            loop {
+                let next = unsafe { (*last).link().get() };
+                if next.is_null() {
+                    break;
+                }
+                last = next;
+            }
+            self.push_chain(cur, last);
+        }
+    }
+
+    fn take_permit(&self) -> bool {
+        let mut s = self.state.load(Acquire);
+        loop {
+            if permits(s) == 0 {
+                return false;
+            }
+            match self.state.compare_exchange_weak(s, s - 1, AcqRel, Acquire) {
+                Ok(_) => return true,
+                Err(x) => s = x,
+            }
+        }
+    }
+
+    /// Pushes the chain `first ..= last` (linked through `link`) on the list.
+    fn push_chain(&self, first: *mut T, last: *mut T) {
+        let mut h = self.head.load(Relaxed);
+        loop {
+            // SAFETY: `last` is ours until the CAS publishes it.
+            unsafe { (*last).link().set(h) };
+            match self.head.compare_exchange_weak(h, first, Release, Relaxed) {
+                Ok(_) => return,
+                Err(x) => h = x,
+            }
+        }
+    }
+
+    /// Whether no fiber is blocked here (a snapshot; for tests and debug checks).
+    pub fn is_empty(&self) -> bool {
+        self.head.load(Acquire).is_null()
+    }
+}

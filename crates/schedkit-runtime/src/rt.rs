@@ -1,0 +1,922 @@
+//! The fiber runtime: user threads ("UT", fibers) run M:N on scheduler threads ("ST", one per
+//! core, pinned), seed 003's model built on Linux instead of Windows User Mode Scheduling.
+//!
+//! # Model
+//!
+//! ```text
+//!   spawn ──▶ ready queue of an ST ──▶ ST resumes the fiber ──▶ fiber runs until it
+//!                 ▲        ▲    ▲                                  │  yields / sleeps /
+//!                 │        │    └── idle STs steal ◀───────────────┤  blocks / returns
+//!                 │        └── timer heap of the ST (sleep) ◀──────┤
+//!                 └── a setter (A2) or the ST's scan (A1) ◀── blocked on a primitive
+//! ```
+//!
+//! A fiber never switches to another fiber directly: it switches back to its ST with a
+//! [`Suspend`] request, and the ST acts on it *after* the fiber's registers are saved. That is
+//! the paper's chain "UT -> primitive -> ST -> blocked queue", and it is what makes blocking
+//! safe without locks: nobody can resume a fiber that is still running, because the fiber is
+//! published (in a blocked queue, on a ready queue) only by its ST, after the switch.
+//!
+//! # States of a fiber and who owns it
+//!
+//! ```text
+//!   Ready (in a ready queue; the queue owns the Box) ──pop──▶ Running (the ST owns it)
+//!   Running ──Yield──▶ Ready      Running ──Sleep──▶ Sleeping (the ST's timer heap owns it)
+//!   Running ──Block──▶ Blocked (A1: the ST's blocked list; A2: the primitive's list)
+//!   Blocked ──set/post──▶ Ready (the ST that will run it: its last ST, or a thief)
+//!   Running ──return──▶ Done (result in the JoinHandle, stack back to the pool)
+//! ```
+//! Ownership is a `Box<Fiber>` moved between those places, so "woken twice" or "run on two
+//! STs" would need two boxes: the type system rules it out, the loom and stress tests check the
+//! lists.
+//!
+//! # Preemption points for a real-time pool
+//!
+//! The switch is cooperative. A pool that must suspend a running job (a PAWS worker noticing an
+//! earlier deadline) does it at *preemption points*: the job calls [`yield_now`] (or a cheaper
+//! `preempt_point()` that checks a per-ST flag first) at loop heads; the pool's dispatcher sets
+//! the flag from another thread and the next point switches out. Because the ST, not the fiber,
+//! decides where a yielded fiber goes, a real-time pool replaces the FIFO ready queue with its
+//! own deadline-ordered one without touching the fiber code. See docs/fibers.md.
+//!
+//! # Rejected designs
+//! - Switching fiber-to-fiber (Boost.Fiber style) skips the ST on the hot path but needs every
+//!   primitive to handle "the fiber is still on its stack" races; the ST hop costs one extra
+//!   switch (a few ns with corosensei) and removes that class of bug.
+//! - One global ready queue: simple, but every spawn and wake from both STs contends on it.
+//!   Per-ST lock-free queues with stealing keep wake-ups local.
+
+use std::cell::{Cell, RefCell, UnsafeCell};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+use crossbeam_queue::SegQueue;
+use crossbeam_utils::CachePadded;
+
+use crate::gate::a1::A1Gate;
+use crate::gate::a2core::{A2Core, Linked};
+use crate::gate::Gate;
+use crate::stack::{self, FiberStack};
+
+/// Which scheduler architecture a runtime uses (seed 003).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Arch {
+    /// Every user thread is an OS thread; primitives are parking_lot's mutex and condvar.
+    A0,
+    /// Fibers; primitives owned by the scheduler; one blocked queue per ST; a set notifies the
+    /// registered STs, which scan their blocked queue.
+    A1,
+    /// Fibers; a blocked queue inside each primitive with a lock-free state machine.
+    A2,
+}
+
+impl Arch {
+    pub const ALL: [Arch; 3] = [Arch::A0, Arch::A1, Arch::A2];
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::A0 => "A0",
+            Arch::A1 => "A1",
+            Arch::A2 => "A2",
+        }
+    }
+    /// Parses `A0`, `a1`, ...
+    pub fn parse(s: &str) -> Option<Arch> {
+        match s.trim().to_ascii_uppercase().as_str() {
+            "A0" => Some(Arch::A0),
+            "A1" => Some(Arch::A1),
+            "A2" => Some(Arch::A2),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Runtime knobs. Every field has a default ([`Config::new`]).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Scheduler architecture (default A2).
+    pub arch: Arch,
+    /// Scheduler threads (default: the CPUs this process may use).
+    pub workers: usize,
+    /// Usable stack bytes per fiber (default 64 KiB; A0 threads get the same).
+    pub stack_size: usize,
+    /// Guard bytes below each fiber stack (default 16 KiB).
+    pub guard_size: usize,
+    /// Pin ST i to the i-th allowed CPU (default true).
+    pub pin: bool,
+    /// Report a deadlock when every live fiber stays blocked this long with nothing ready or
+    /// sleeping (default 2 s; `None`: never). Threads outside the runtime can still set
+    /// primitives, which is why this is a timeout and not an instant verdict.
+    pub deadlock_timeout: Option<Duration>,
+    /// How long an idle ST spins looking for work before it parks (default 50 us), so that a
+    /// cross-core wake-up does not pay a sleeping CPU's wake-up on the hot path.
+    pub spin_before_park: Duration,
+}
+
+impl Config {
+    pub fn new(arch: Arch) -> Config {
+        Config {
+            arch,
+            workers: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
+            stack_size: 64 * 1024,
+            guard_size: 16 * 1024,
+            pin: true,
+            deadlock_timeout: Some(Duration::from_secs(2)),
+            spin_before_park: Duration::from_micros(50),
+        }
+    }
+}
+
+/// Why `join` returned no value.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// The user thread panicked; the payload is the panic's.
+    #[error("the user thread panicked")]
+    Panic(Box<dyn std::any::Any + Send + 'static>),
+    /// The runtime found every live fiber blocked (see [`Config::deadlock_timeout`]).
+    #[error("deadlock: every live fiber is blocked")]
+    Deadlock,
+}
+
+impl JoinError {
+    /// The panic message, when the payload is a string.
+    pub fn panic_message(&self) -> Option<&str> {
+        match self {
+            JoinError::Panic(p) => p
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| p.downcast_ref::<String>().map(|s| s.as_str())),
+            JoinError::Deadlock => None,
+        }
+    }
+}
+
+/// What a fiber asks of its ST when it switches out.
+pub(crate) enum Suspend {
+    Yield,
+    Sleep(Instant),
+    BlockA1(*const A1Gate),
+    BlockA2(*const A2Core<Fiber>),
+}
+
+type Co = Coroutine<(), Suspend, (), FiberStack>;
+
+/// A user thread. Owned by exactly one place at a time (see the module docs).
+pub(crate) struct Fiber {
+    co: Option<Co>,
+    yielder: *const Yielder<(), Suspend>,
+    link: Cell<*mut Fiber>,
+    id: u64,
+    /// The ST that ran it last, where a wake-up sends it.
+    home: usize,
+    guard: (usize, usize),
+    size: usize,
+}
+
+// SAFETY: a fiber is spawned from a `Send` closure and only ever runs on one ST at a time;
+// the raw pointers point into its own stack.
+unsafe impl Send for Fiber {}
+
+// SAFETY: `link` is a field of the fiber, used only by the list that owns it.
+unsafe impl Linked for Fiber {
+    fn link(&self) -> &Cell<*mut Fiber> {
+        &self.link
+    }
+}
+
+impl Drop for Fiber {
+    fn drop(&mut self) {
+        if let Some(co) = self.co.take() {
+            if co.started() && !co.done() {
+                // A fiber still suspended when its runtime goes away (a deadlock, or the
+                // program dropped the runtime without joining): unwinding its stack from here
+                // could run its code on a foreign thread, so its stack is leaked instead.
+                std::mem::forget(co);
+            }
+        }
+    }
+}
+
+/// Per-ST state that other threads touch.
+pub(crate) struct Worker {
+    queue: SegQueue<Box<Fiber>>,
+    sleeping: AtomicBool,
+    /// A1: a primitive this ST registered with was set.
+    notified: AtomicBool,
+    thread: OnceLock<Thread>,
+    /// Fibers this ST put into a blocked queue / woken by this ST / finished here / sleeping.
+    blocks: CachePadded<AtomicU64>,
+    wakes: CachePadded<AtomicU64>,
+    finished: AtomicU64,
+    timers: AtomicU64,
+}
+
+/// The state every handle shares.
+pub(crate) struct Shared {
+    pub(crate) cfg: Config,
+    workers: Box<[Worker]>,
+    stop: AtomicBool,
+    next_worker: AtomicUsize,
+    next_id: AtomicU64,
+    spawned: AtomicU64,
+    outside_wakes: AtomicU64,
+    sleepers: AtomicUsize,
+    deadlock: AtomicBool,
+    stacks: parking_lot::Mutex<Vec<FiberStack>>,
+}
+
+/// What an ST keeps to itself.
+struct Local {
+    timers: BinaryHeap<Reverse<(Instant, u64, TimerEntry)>>,
+    a1_blocked: Vec<(Box<Fiber>, *const A1Gate)>,
+    stacks: Vec<FiberStack>,
+    seq: u64,
+}
+
+struct TimerEntry(Box<Fiber>);
+impl PartialEq for TimerEntry {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for TimerEntry {}
+impl PartialOrd for TimerEntry {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for TimerEntry {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
+/// The context of an ST thread, reachable from the fibers it runs through a thread-local.
+struct StCtx {
+    shared: Arc<Shared>,
+    index: usize,
+    local: RefCell<Local>,
+}
+
+thread_local! {
+    static ST: Cell<*const StCtx> = const { Cell::new(std::ptr::null()) };
+    static FIBER: Cell<*mut Fiber> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+// The accessors are never inlined: a fiber can resume on another ST, and a thread-local's
+// address computed before a switch must not be reused after it.
+#[inline(never)]
+fn current_st() -> *const StCtx {
+    ST.with(|s| s.get())
+}
+#[inline(never)]
+fn current_fiber() -> *mut Fiber {
+    FIBER.with(|f| f.get())
+}
+
+/// Whether the caller is a fiber of the runtime `shared`.
+pub(crate) fn in_fiber_of(shared: &Arc<Shared>) -> bool {
+    let st = current_st();
+    !st.is_null() && !current_fiber().is_null() && Arc::ptr_eq(unsafe { &(*st).shared }, shared)
+}
+
+/// Whether the caller runs on a fiber (of any runtime).
+pub fn in_fiber() -> bool {
+    !current_fiber().is_null()
+}
+
+/// Switches the calling fiber out with `s`. Panics outside a fiber.
+pub(crate) fn suspend(s: Suspend) {
+    let f = current_fiber();
+    assert!(!f.is_null(), "schedkit-runtime: suspend outside a fiber");
+    // SAFETY: the running fiber's yielder lives on its stack while it runs.
+    unsafe { (*(*f).yielder).suspend(s) };
+}
+
+/// Gives the CPU to the next ready user thread (a fiber yields to its ST; an OS thread calls
+/// `sched_yield`).
+pub fn yield_now() {
+    if in_fiber() {
+        suspend(Suspend::Yield);
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// Sleeps the calling user thread for `d` (a fiber sleeps on its ST's timer heap).
+pub fn sleep(d: Duration) {
+    if in_fiber() {
+        suspend(Suspend::Sleep(Instant::now() + d));
+    } else {
+        std::thread::sleep(d);
+    }
+}
+
+/// Spawns a fiber on the runtime the caller runs on. Panics when not called from a fiber.
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let st = current_st();
+    assert!(
+        !st.is_null(),
+        "schedkit_runtime::spawn called outside a fiber; use Runtime::spawn"
+    );
+    let shared = unsafe { (*st).shared.clone() };
+    spawn_fiber(&shared, f)
+}
+
+/// A runtime: the STs of one architecture (for A0, nothing but the configuration: user
+/// threads are OS threads). Dropping it stops the STs; join what you spawned first.
+pub struct Runtime {
+    handle: Handle,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// A cheap, clonable reference to a runtime, used to spawn and to create primitives.
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Runtime {
+    /// Starts a runtime with `cfg.workers` STs (none for A0).
+    pub fn new(cfg: Config) -> std::io::Result<Runtime> {
+        assert!(cfg.workers >= 1, "a runtime needs at least one worker");
+        assert!(cfg.workers <= 64, "at most 64 scheduler threads");
+        let n = if cfg.arch == Arch::A0 { 0 } else { cfg.workers };
+        let workers = (0..n)
+            .map(|_| Worker {
+                queue: SegQueue::new(),
+                sleeping: AtomicBool::new(false),
+                notified: AtomicBool::new(false),
+                thread: OnceLock::new(),
+                blocks: CachePadded::new(AtomicU64::new(0)),
+                wakes: CachePadded::new(AtomicU64::new(0)),
+                finished: AtomicU64::new(0),
+                timers: AtomicU64::new(0),
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            cfg,
+            workers,
+            stop: AtomicBool::new(false),
+            next_worker: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            spawned: AtomicU64::new(0),
+            outside_wakes: AtomicU64::new(0),
+            sleepers: AtomicUsize::new(0),
+            deadlock: AtomicBool::new(false),
+            stacks: parking_lot::Mutex::new(Vec::new()),
+        });
+        if n > 0 {
+            stack::install_overflow_handler();
+        }
+        let cpus: Vec<usize> = schedkit_linux::affinity::get_thread(0)
+            .map(|s| s.iter().collect())
+            .unwrap_or_default();
+        let mut threads = Vec::with_capacity(n);
+        for i in 0..n {
+            let sh = shared.clone();
+            let cpu = if shared.cfg.pin && !cpus.is_empty() {
+                Some(cpus[i % cpus.len()])
+            } else {
+                None
+            };
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("schedkit-st{i}"))
+                    .spawn(move || st_main(sh, i, cpu))?,
+            );
+        }
+        for (i, t) in threads.iter().enumerate() {
+            let _ = shared.workers[i].thread.set(t.thread().clone());
+        }
+        Ok(Runtime {
+            handle: Handle { shared },
+            threads,
+        })
+    }
+
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    pub fn arch(&self) -> Arch {
+        self.handle.arch()
+    }
+
+    /// Spawns a user thread.
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.handle.spawn(f)
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let sh = &self.handle.shared;
+        sh.stop.store(true, SeqCst);
+        for w in sh.workers.iter() {
+            if let Some(t) = w.thread.get() {
+                t.unpark();
+            }
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Handle {
+    pub fn arch(&self) -> Arch {
+        self.shared.cfg.arch
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.shared.cfg
+    }
+
+    /// Spawns a user thread: an OS thread under A0, a fiber otherwise.
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        if self.arch() == Arch::A0 {
+            let h = std::thread::Builder::new()
+                .stack_size(self.shared.cfg.stack_size.max(64 * 1024))
+                .spawn(f)
+                .expect("schedkit-runtime: cannot create an OS thread");
+            return JoinHandle {
+                inner: JoinInner::Os(h),
+            };
+        }
+        spawn_fiber(&self.shared, f)
+    }
+
+    /// Whether the runtime declared a deadlock.
+    pub fn deadlocked(&self) -> bool {
+        self.shared.deadlock.load(Acquire)
+    }
+}
+
+fn spawn_fiber<F, T>(shared: &Arc<Shared>, f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let state = Arc::new(JoinState::new(shared));
+    let done = state.clone();
+    let st = current_st();
+    let on_st = !st.is_null() && Arc::ptr_eq(unsafe { &(*st).shared }, shared);
+    let stack = if on_st {
+        unsafe { (*st).local.borrow_mut().stacks.pop() }
+    } else {
+        None
+    }
+    .or_else(|| shared.stacks.lock().pop())
+    .unwrap_or_else(|| {
+        FiberStack::new(shared.cfg.stack_size, shared.cfg.guard_size)
+            .expect("schedkit-runtime: cannot map a fiber stack")
+    });
+    let guard = stack.guard_range();
+    let size = stack.size();
+    let co = Co::with_stack(stack, move |y: &Yielder<(), Suspend>, ()| {
+        // SAFETY: the ST set FIBER to this fiber before resuming it.
+        unsafe { (*current_fiber()).yielder = y };
+        let r = std::panic::catch_unwind(AssertUnwindSafe(f));
+        done.complete(r);
+    });
+    let home = if on_st {
+        unsafe { (*st).index }
+    } else {
+        shared.next_worker.fetch_add(1, Relaxed) % shared.workers.len()
+    };
+    let fiber = Box::new(Fiber {
+        co: Some(co),
+        yielder: std::ptr::null(),
+        link: Cell::new(std::ptr::null_mut()),
+        id: shared.next_id.fetch_add(1, Relaxed),
+        home,
+        guard,
+        size,
+    });
+    shared.spawned.fetch_add(1, Relaxed);
+    shared.push_ready(fiber, true);
+    JoinHandle {
+        inner: JoinInner::Fiber(state),
+    }
+}
+
+impl Shared {
+    /// Puts `f` on the ready queue of the ST that will run it, waking that ST (or, with
+    /// `steal_hint`, an idle one that can steal it) if it sleeps.
+    fn push_ready(&self, f: Box<Fiber>, steal_hint: bool) {
+        let w = &self.workers[f.home];
+        w.queue.push(f);
+        if w.sleeping.load(SeqCst) {
+            self.unpark(w);
+        } else if steal_hint && self.sleepers.load(SeqCst) > 0 {
+            if let Some(idle) = self.workers.iter().find(|w| w.sleeping.load(SeqCst)) {
+                self.unpark(idle);
+            }
+        }
+    }
+
+    fn unpark(&self, w: &Worker) {
+        if let Some(t) = w.thread.get() {
+            t.unpark();
+        }
+    }
+
+    /// Wakes a blocked fiber (called by setters of A2 primitives and by JoinState).
+    pub(crate) fn wake(&self, p: *mut Fiber) {
+        // SAFETY: the list handed us the unique pointer of a blocked fiber.
+        let f = unsafe { Box::from_raw(p) };
+        let st = current_st();
+        if !st.is_null() && std::ptr::eq(unsafe { &*(*st).shared }, self) {
+            self.workers[unsafe { (*st).index }]
+                .wakes
+                .fetch_add(1, Relaxed);
+        } else {
+            self.outside_wakes.fetch_add(1, Relaxed);
+        }
+        self.push_ready(f, true);
+    }
+
+    /// A1: tells ST `i` that a primitive it registered with was set.
+    pub(crate) fn notify(&self, i: usize) {
+        let w = &self.workers[i];
+        w.notified.store(true, SeqCst);
+        if w.sleeping.load(SeqCst) {
+            self.unpark(w);
+        }
+    }
+
+    /// Fibers spawned and not finished.
+    fn live(&self) -> u64 {
+        let fin: u64 = self.workers.iter().map(|w| w.finished.load(SeqCst)).sum();
+        self.spawned.load(SeqCst) - fin
+    }
+
+    fn blocked(&self) -> u64 {
+        let b: u64 = self.workers.iter().map(|w| w.blocks.load(SeqCst)).sum();
+        b - self.total_wakes()
+    }
+
+    fn total_wakes(&self) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| w.wakes.load(SeqCst))
+            .sum::<u64>()
+            + self.outside_wakes.load(SeqCst)
+    }
+}
+
+fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
+    stack::ensure_altstack();
+    if let Some(c) = cpu {
+        // Pinning is a performance matter, not a correctness one: an ST that cannot be
+        // pinned (a restricted cpuset) still runs.
+        let _ = schedkit_linux::affinity::pin_current(c);
+    }
+    let ctx = StCtx {
+        shared,
+        index,
+        local: RefCell::new(Local {
+            timers: BinaryHeap::new(),
+            a1_blocked: Vec::new(),
+            stacks: Vec::new(),
+            seq: 0,
+        }),
+    };
+    ST.with(|s| s.set(&ctx));
+    let sh = &*ctx.shared;
+    let me = &sh.workers[index];
+    let mut suspect: Option<(Instant, u64)> = None;
+    loop {
+        if sh.stop.load(Relaxed) {
+            break;
+        }
+        if let Some(f) = next_fiber(sh, index) {
+            run(&ctx, f);
+            continue;
+        }
+        if service(&ctx) {
+            continue;
+        }
+        // Idle: spin a little, then park.
+        let spin_until = Instant::now() + sh.cfg.spin_before_park;
+        let mut found = false;
+        while Instant::now() < spin_until {
+            if has_work(sh, index) {
+                found = true;
+                break;
+            }
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+        }
+        if found {
+            continue;
+        }
+        me.sleeping.store(true, SeqCst);
+        sh.sleepers.fetch_add(1, SeqCst);
+        if !has_work(sh, index) && !sh.stop.load(SeqCst) {
+            let next_timer = ctx
+                .local
+                .borrow()
+                .timers
+                .peek()
+                .map(|Reverse((t, _, _))| *t);
+            let mut wait = Duration::from_millis(100);
+            if let Some(t) = next_timer {
+                wait = wait.min(t.saturating_duration_since(Instant::now()));
+            }
+            std::thread::park_timeout(wait);
+        }
+        sh.sleepers.fetch_sub(1, SeqCst);
+        me.sleeping.store(false, SeqCst);
+        if index == 0 {
+            check_deadlock(sh, &mut suspect);
+        }
+    }
+    ST.with(|s| s.set(std::ptr::null()));
+    // Fibers left over (deadlocked or never joined) are dropped with the queues.
+    let mut local = ctx.local.borrow_mut();
+    local.timers.clear();
+    local.a1_blocked.clear();
+    let mut pool = sh.stacks.lock();
+    pool.append(&mut local.stacks);
+}
+
+fn has_work(sh: &Shared, index: usize) -> bool {
+    sh.workers.iter().any(|w| !w.queue.is_empty())
+        || sh.workers[index].notified.load(SeqCst)
+        || sh.workers[index].timers.load(Relaxed) > 0 && timer_due(index)
+}
+
+fn timer_due(_index: usize) -> bool {
+    let st = current_st();
+    if st.is_null() {
+        return false;
+    }
+    // SAFETY: called on the ST thread, outside any fiber.
+    let local = unsafe { (*st).local.borrow() };
+    local
+        .timers
+        .peek()
+        .is_some_and(|Reverse((t, _, _))| *t <= Instant::now())
+}
+
+/// Own queue first, then steal from the others, starting after ourselves.
+fn next_fiber(sh: &Shared, index: usize) -> Option<Box<Fiber>> {
+    if let Some(f) = sh.workers[index].queue.pop() {
+        return Some(f);
+    }
+    let n = sh.workers.len();
+    for k in 1..n {
+        if let Some(f) = sh.workers[(index + k) % n].queue.pop() {
+            return Some(f);
+        }
+    }
+    None
+}
+
+/// Expired timers and A1 notifications; true if it made a fiber ready.
+fn service(ctx: &StCtx) -> bool {
+    let sh = &*ctx.shared;
+    let me = &sh.workers[ctx.index];
+    let mut made = false;
+    if me.timers.load(Relaxed) > 0 {
+        let now = Instant::now();
+        let mut local = ctx.local.borrow_mut();
+        while local
+            .timers
+            .peek()
+            .is_some_and(|Reverse((t, _, _))| *t <= now)
+        {
+            let Reverse((_, _, TimerEntry(f))) = local.timers.pop().unwrap();
+            me.timers.fetch_sub(1, Relaxed);
+            me.queue.push(f);
+            made = true;
+        }
+    }
+    if me.notified.load(Relaxed) && me.notified.swap(false, SeqCst) {
+        // A1: scan the whole blocked queue for fibers whose primitive lets them go.
+        let mut local = ctx.local.borrow_mut();
+        let mut i = 0;
+        while i < local.a1_blocked.len() {
+            // SAFETY: a blocked fiber keeps its primitive borrowed, so it is alive.
+            if unsafe { (*local.a1_blocked[i].1).try_acquire() } {
+                let (f, _) = local.a1_blocked.swap_remove(i);
+                me.wakes.fetch_add(1, Relaxed);
+                me.queue.push(f);
+                made = true;
+            } else {
+                i += 1;
+            }
+        }
+    }
+    made
+}
+
+fn run(ctx: &StCtx, mut f: Box<Fiber>) {
+    let sh = &*ctx.shared;
+    let me = &sh.workers[ctx.index];
+    f.home = ctx.index;
+    FIBER.with(|c| c.set(&mut *f));
+    stack::set_running(f.guard, f.id, f.size);
+    let r = f.co.as_mut().unwrap().resume(());
+    stack::clear_running();
+    FIBER.with(|c| c.set(std::ptr::null_mut()));
+    match r {
+        CoroutineResult::Yield(Suspend::Yield) => me.queue.push(f),
+        CoroutineResult::Yield(Suspend::Sleep(t)) => {
+            let mut local = ctx.local.borrow_mut();
+            local.seq += 1;
+            let seq = local.seq;
+            local.timers.push(Reverse((t, seq, TimerEntry(f))));
+            me.timers.fetch_add(1, Relaxed);
+        }
+        CoroutineResult::Yield(Suspend::BlockA2(core)) => {
+            me.blocks.fetch_add(1, SeqCst);
+            let p = Box::into_raw(f);
+            // SAFETY: the blocking fiber borrows the primitive until it is woken.
+            let queued = unsafe { (*core).join(p, &mut |q| sh.wake(q)) };
+            if !queued {
+                me.wakes.fetch_add(1, SeqCst);
+                me.queue.push(unsafe { Box::from_raw(p) });
+            }
+        }
+        CoroutineResult::Yield(Suspend::BlockA1(g)) => {
+            me.blocks.fetch_add(1, SeqCst);
+            // SAFETY: as above.
+            let gate = unsafe { &*g };
+            gate.register(ctx.index);
+            if gate.try_acquire() {
+                me.wakes.fetch_add(1, SeqCst);
+                me.queue.push(f);
+            } else {
+                ctx.local.borrow_mut().a1_blocked.push((f, g));
+            }
+        }
+        CoroutineResult::Return(()) => {
+            let co = f.co.take().unwrap();
+            let stack = co.into_stack();
+            let mut local = ctx.local.borrow_mut();
+            if local.stacks.len() < 64 {
+                local.stacks.push(stack);
+            } else {
+                sh.stacks.lock().push(stack);
+            }
+            me.finished.fetch_add(1, SeqCst);
+        }
+    }
+}
+
+/// ST 0, when idle: if every live fiber stays blocked for `deadlock_timeout` with no wake-up
+/// and nothing sleeping, declare a deadlock (joins from outside return
+/// [`JoinError::Deadlock`]) and say so on stderr.
+fn check_deadlock(sh: &Shared, suspect: &mut Option<(Instant, u64)>) {
+    let Some(limit) = sh.cfg.deadlock_timeout else {
+        return;
+    };
+    if sh.deadlock.load(Relaxed) {
+        return;
+    }
+    let timers: u64 = sh.workers.iter().map(|w| w.timers.load(SeqCst)).sum();
+    let live = sh.live();
+    let progress = sh.total_wakes() + sh.spawned.load(SeqCst);
+    let stuck = live > 0 && timers == 0 && sh.blocked() == live;
+    match (*suspect, stuck) {
+        (_, false) => *suspect = None,
+        (None, true) => *suspect = Some((Instant::now(), progress)),
+        (Some((_, p)), true) if p != progress => *suspect = Some((Instant::now(), progress)),
+        (Some((since, _)), true) => {
+            if since.elapsed() >= limit {
+                sh.deadlock.store(true, SeqCst);
+                eprintln!(
+                    "schedkit-runtime: deadlock: all {live} live fibers are blocked on \
+                     synchronisation primitives, none ready or sleeping, for {:?}",
+                    since.elapsed()
+                );
+            }
+        }
+    }
+}
+
+/// The result of a user thread.
+pub struct JoinHandle<T> {
+    inner: JoinInner<T>,
+}
+
+enum JoinInner<T> {
+    Os(std::thread::JoinHandle<T>),
+    Fiber(Arc<JoinState<T>>),
+}
+
+pub(crate) struct JoinState<T> {
+    result: UnsafeCell<Option<std::thread::Result<T>>>,
+    done: AtomicBool,
+    gate: Gate,
+    outside: AtomicUsize,
+    lock: parking_lot::Mutex<()>,
+    cv: parking_lot::Condvar,
+    shared: Arc<Shared>,
+}
+
+// SAFETY: `result` is written once by the finishing fiber before `done` is set, and read once
+// by the single joiner after it saw `done`.
+unsafe impl<T: Send> Sync for JoinState<T> {}
+unsafe impl<T: Send> Send for JoinState<T> {}
+
+impl<T> JoinState<T> {
+    fn new(shared: &Arc<Shared>) -> Self {
+        JoinState {
+            result: UnsafeCell::new(None),
+            done: AtomicBool::new(false),
+            gate: Gate::new(
+                &Handle {
+                    shared: shared.clone(),
+                },
+                0,
+                1,
+                true,
+            ),
+            outside: AtomicUsize::new(0),
+            lock: parking_lot::Mutex::new(()),
+            cv: parking_lot::Condvar::new(),
+            shared: shared.clone(),
+        }
+    }
+
+    fn complete(&self, r: std::thread::Result<T>) {
+        unsafe { *self.result.get() = Some(r) };
+        self.done.store(true, SeqCst);
+        self.gate.release(1);
+        if self.outside.load(SeqCst) > 0 {
+            let _g = self.lock.lock();
+            self.cv.notify_all();
+        }
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Waits for the user thread and returns its value, its panic, or a deadlock verdict.
+    /// From a fiber it blocks the fiber (not the ST); from any other thread it blocks that
+    /// thread.
+    pub fn join(self) -> Result<T, JoinError> {
+        match self.inner {
+            JoinInner::Os(h) => h.join().map_err(JoinError::Panic),
+            JoinInner::Fiber(st) => {
+                if !st.done.load(Acquire) {
+                    if in_fiber_of(&st.shared) {
+                        st.gate.acquire();
+                    } else {
+                        st.outside.fetch_add(1, SeqCst);
+                        let mut g = st.lock.lock();
+                        while !st.done.load(SeqCst) {
+                            if st.shared.deadlock.load(SeqCst) {
+                                return Err(JoinError::Deadlock);
+                            }
+                            st.cv.wait_for(&mut g, Duration::from_millis(20));
+                        }
+                    }
+                }
+                // SAFETY: done is set, the finishing fiber wrote the result before it.
+                match unsafe { (*st.result.get()).take() } {
+                    Some(Ok(v)) => Ok(v),
+                    Some(Err(p)) => Err(JoinError::Panic(p)),
+                    None => unreachable!("a finished user thread leaves its result"),
+                }
+            }
+        }
+    }
+
+    /// Whether the user thread has finished.
+    pub fn is_finished(&self) -> bool {
+        match &self.inner {
+            JoinInner::Os(h) => h.is_finished(),
+            JoinInner::Fiber(st) => st.done.load(Acquire),
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Fiber basics under every architecture: spawn/join with values and panics, yield, sleep,
+//! nested spawns, stealing, and the deadlock verdict.
+
+use std::sync::atomic::{AtomicUsize, Ordering::*};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use schedkit_runtime::{
+    sleep, spawn, yield_now, Arch, Config, Event, EventKind, JoinError, Runtime,
+};
+
+fn rt(arch: Arch) -> Runtime {
+    let mut c = Config::new(arch);
+    c.workers = 2;
+    c.deadlock_timeout = Some(Duration::from_millis(300));
+    Runtime::new(c).unwrap()
+}
+
+#[test]
+fn join_returns_value_and_panic() {
+    for arch in Arch::ALL {
+        let rt = rt(arch);
+        let h = rt.spawn(|| 6 * 7);
+        assert_eq!(h.join().unwrap(), 42, "{arch}");
+        let p = rt.spawn(|| -> u32 { panic!("boom {}", 7) });
+        let e = p.join().unwrap_err();
+        assert_eq!(e.panic_message(), Some("boom 7"), "{arch}");
+    }
+}
+
+#[test]
+fn nested_spawn_yield_and_join_inside_fibers() {
+    for arch in [Arch::A1, Arch::A2] {
+        let rt = rt(arch);
+        let total = rt
+            .spawn(|| {
+                let hs: Vec<_> = (0..200u64)
+                    .map(|i| {
+                        spawn(move || {
+                            for _ in 0..10 {
+                                yield_now();
+                            }
+                            i
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum::<u64>()
+            })
+            .join()
+            .unwrap();
+        assert_eq!(total, (0..200).sum::<u64>(), "{arch}");
+    }
+}
+
+#[test]
+fn sleep_waits_at_least_the_duration_and_frees_the_st() {
+    let rt = rt(Arch::A2);
+    let done = Arc::new(AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let hs: Vec<_> = (0..100)
+        .map(|_| {
+            let d = done.clone();
+            rt.spawn(move || {
+                sleep(Duration::from_millis(50));
+                d.fetch_add(1, SeqCst);
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    let el = t0.elapsed();
+    assert_eq!(done.load(SeqCst), 100);
+    assert!(el >= Duration::from_millis(50), "{el:?}");
+    // 100 sleepers on 2 STs: they sleep together, not one after another.
+    assert!(el < Duration::from_millis(2000), "{el:?}");
+}
+
+#[test]
+fn both_sts_run_fibers() {
+    // Spawn from outside round-robins homes, and idle STs steal: both STs must run some.
+    let rt = rt(Arch::A2);
+    let hs: Vec<_> = (0..64)
+        .map(|_| {
+            rt.spawn(|| {
+                let t0 = Instant::now();
+                while t0.elapsed() < Duration::from_millis(2) {}
+                std::thread::current().name().map(|s| s.to_string())
+            })
+        })
+        .collect();
+    let mut names: Vec<String> = hs.into_iter().filter_map(|h| h.join().unwrap()).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names, vec!["schedkit-st0", "schedkit-st1"]);
+}
+
+#[test]
+fn deadlock_is_reported_not_a_hang() {
+    for arch in [Arch::A1, Arch::A2] {
+        let rt = rt(arch);
+        let a = Arc::new(Event::new(rt.handle(), EventKind::ManualReset, false));
+        let b = Arc::new(Event::new(rt.handle(), EventKind::ManualReset, false));
+        let (a1, b1) = (a.clone(), b.clone());
+        let h1 = rt.spawn(move || {
+            a1.wait();
+            b1.set();
+        });
+        let (a2, b2) = (a.clone(), b.clone());
+        let h2 = rt.spawn(move || {
+            b2.wait();
+            a2.set();
+        });
+        let t0 = Instant::now();
+        assert!(matches!(h1.join(), Err(JoinError::Deadlock)), "{arch}");
+        assert!(matches!(h2.join(), Err(JoinError::Deadlock)), "{arch}");
+        assert!(rt.handle().deadlocked());
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+}
+
+#[test]
+fn a_main_thread_can_set_what_fibers_wait_for() {
+    for arch in Arch::ALL {
+        let rt = rt(arch);
+        let ev = Arc::new(Event::new(rt.handle(), EventKind::ManualReset, false));
+        let hs: Vec<_> = (0..50)
+            .map(|i| {
+                let e = ev.clone();
+                rt.spawn(move || {
+                    e.wait();
+                    i
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(20));
+        ev.set();
+        let s: i32 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(s, (0..50).sum::<i32>(), "{arch}");
+    }
+}
