@@ -324,6 +324,16 @@ pub fn tick_label(v: f64, step: f64) -> String {
     }
 }
 
+/// The unit a time axis spanning `span_ns` reads best in: (nanoseconds per unit, symbol).
+pub fn time_unit(span_ns: u64) -> (f64, &'static str) {
+    match span_ns {
+        s if s >= 2_000_000_000 => (1e9, "s"),
+        s if s >= 2_000_000 => (1e6, "ms"),
+        s if s >= 2_000 => (1e3, "µs"),
+        _ => (1.0, "ns"),
+    }
+}
+
 /// An axis: what is measured and its unit ("waiting", "ms").
 #[derive(Clone, Debug)]
 pub struct Axis {
@@ -1005,6 +1015,13 @@ mod tests {
         // Degenerate ranges still give an axis.
         let (t, _) = nice_ticks(3.0, 3.0, 5);
         assert!(t.len() >= 2);
+    }
+
+    #[test]
+    fn time_units_follow_the_span() {
+        assert_eq!(time_unit(26_000_000), (1e6, "ms"));
+        assert_eq!(time_unit(10_000_000_000), (1e9, "s"));
+        assert_eq!(time_unit(500_000), (1e3, "µs"));
     }
 
     #[test]

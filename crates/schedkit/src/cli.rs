@@ -46,6 +46,12 @@ struct SimArgs {
     file: PathBuf,
     #[command(flatten)]
     report: ReportArgs,
+    /// Also draw a Gantt chart (one lane per core, a colour per process) into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    gantt: Option<PathBuf>,
+    /// Also write the trace as Chrome trace-event JSON (opens in Perfetto) into this file.
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<PathBuf>,
 }
 
 /// A failure with its exit status.
@@ -95,8 +101,19 @@ pub fn main() -> ExitCode {
 
 fn sim(a: SimArgs) -> Result<(), Failure> {
     let scenario = Scenario::load(&a.file)?;
-    let (report, _trace, _stats) = schedkit_sim::simulate_report(&scenario, false)?;
+    let keep_trace = a.gantt.is_some() || a.trace.is_some();
+    let (report, trace, stats) = schedkit_sim::simulate_report(&scenario, keep_trace)?;
     output::emit(&report, &a.report)?;
+    if let Some(trace) = trace {
+        output::write_trace_outputs(
+            &scenario,
+            &report,
+            &trace,
+            stats.end,
+            a.gantt.as_deref(),
+            a.trace.as_deref(),
+        )?;
+    }
     Ok(())
 }
 

@@ -3,7 +3,9 @@
 // The charting API is shared by every subcommand and experiment; not each uses every chart kind.
 #[allow(dead_code)]
 mod chart;
+mod chrome;
 mod cli;
+mod gantt;
 mod output;
 
 use std::process::ExitCode;

@@ -197,3 +197,27 @@ pub fn emit(r: &Report, args: &ReportArgs) -> Result<()> {
     }
     Ok(())
 }
+
+/// Writes the Gantt chart (SVG) and/or the Chrome trace (JSON) of a simulated run.
+pub fn write_trace_outputs(
+    scenario: &schedkit_core::Scenario,
+    report: &Report,
+    trace: &schedkit_core::TraceLog,
+    end: schedkit_core::Nanos,
+    gantt: Option<&std::path::Path>,
+    chrome: Option<&std::path::Path>,
+) -> Result<()> {
+    use anyhow::Context;
+    if let Some(path) = gantt {
+        let svg = crate::gantt::render(scenario, report, trace, end);
+        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = chrome {
+        let doc = crate::chrome::render(scenario, &report.policy, trace, end);
+        let f =
+            std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?;
+        serde_json::to_writer(std::io::BufWriter::new(f), &doc)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

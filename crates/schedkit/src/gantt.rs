@@ -1,0 +1,292 @@
+//! `--gantt FILE.svg`: the run intervals of a trace drawn as a Gantt chart, one lane per core
+//! and one colour per process (or real-time task).
+//!
+//! Colours come from [`chart::color`] indexed by the owner's position in the scenario file
+//! (processes first, then tasks), so the same process keeps its colour across policies and
+//! across `sim` and `compare` runs.
+//!
+//! Long runs produce far more intervals than pixels (60 processes under CFS over 10 s are
+//! thousands of 3 ms slices on a 1,100-pixel axis). Intervals at least one pixel wide are
+//! drawn exactly, with a tooltip and, when there is room, the process name inside. Narrower
+//! ones are binned into pixel columns per core; each column takes the colour of the owner that
+//! ran longest in it, and runs of equal columns become one rectangle. So the file stays
+//! proportional to the picture, not to the trace, and what dominates each pixel is what shows.
+
+use crate::chart::{self, draw_legend, legend_height, Anchor, LegendEntry, Svg};
+use schedkit_core::report::Report;
+use schedkit_core::scenario::Scenario;
+use schedkit_core::trace::{Owner, TraceLog};
+use schedkit_core::Nanos;
+
+/// Canvas width in pixels.
+const WIDTH: f64 = 1200.0;
+const LEFT: f64 = 78.0;
+const RIGHT: f64 = 24.0;
+
+/// The colour index and display name of an owner.
+fn owner_key(s: &Scenario, o: &Owner) -> usize {
+    match *o {
+        Owner::Process { process, .. } => process,
+        Owner::Task { task, .. } => s.processes.len() + task,
+    }
+}
+
+fn owner_name(s: &Scenario, o: &Owner) -> String {
+    match *o {
+        Owner::Process { process, thread } => {
+            let p = &s.processes[process];
+            if p.threads > 1 {
+                format!("{} thread {}", p.name, thread)
+            } else {
+                p.name.clone()
+            }
+        }
+        Owner::Task { task, job } => format!("{} job {}", s.tasks[task].name, job),
+    }
+}
+
+fn key_name(s: &Scenario, key: usize) -> &str {
+    if key < s.processes.len() {
+        &s.processes[key].name
+    } else {
+        &s.tasks[key - s.processes.len()].name
+    }
+}
+
+/// Renders the Gantt chart of `trace` over `[0, end]` as an SVG document.
+pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos) -> String {
+    let intervals = trace.intervals();
+    let end_ns = intervals
+        .iter()
+        .map(|i| i.end.0)
+        .max()
+        .unwrap_or(0)
+        .max(end.0)
+        .max(1);
+    let (div, unit) = chart::time_unit(end_ns);
+    let cores = scenario.cores.max(1);
+    let plot_w = WIDTH - LEFT - RIGHT;
+    let ns_per_px = end_ns as f64 / plot_w;
+
+    let owners = scenario.processes.len() + scenario.tasks.len();
+    let legend: Vec<LegendEntry> = (0..owners)
+        .map(|k| LegendEntry::new(key_name(scenario, k), &chart::color(k)))
+        .collect();
+    let legend_h = legend_height(&legend, WIDTH - LEFT - RIGHT);
+    // Lanes shrink with the core count so 64 cores still fit on a page.
+    let lane_h = (360.0 / cores as f64).clamp(8.0, 40.0);
+    let lane_gap = if lane_h >= 20.0 { 8.0 } else { 2.0 };
+    let top = 64.0 + legend_h + 8.0;
+    let plot_h = cores as f64 * (lane_h + lane_gap) - lane_gap;
+    let height = top + plot_h + 56.0;
+    let mut svg = Svg::new(WIDTH, height);
+
+    let stem = std::path::Path::new(&report.scenario)
+        .file_stem()
+        .map_or(report.scenario.clone(), |s| {
+            s.to_string_lossy().into_owned()
+        });
+    let title = format!(
+        "{} · policy {} · {} core{}",
+        stem,
+        report.policy,
+        cores,
+        if cores == 1 { "" } else { "s" }
+    );
+    svg.text_rot(WIDTH / 2.0, 26.0, &title, 16.0, Anchor::Middle, true, 0.0);
+    svg.text(
+        WIDTH / 2.0,
+        46.0,
+        &format!(
+            "{} run intervals over {} {} · one lane per core, one colour per process",
+            intervals.len(),
+            chart::num(end_ns as f64 / div),
+            unit
+        ),
+        11.0,
+        Anchor::Middle,
+    );
+    draw_legend(&mut svg, &legend, LEFT, 56.0, WIDTH - LEFT - RIGHT);
+
+    let lane_y = |core: usize| top + core as f64 * (lane_h + lane_gap);
+    let x_of = |t: u64| LEFT + t as f64 / ns_per_px;
+
+    // Lane backgrounds (idle time shows as this grey) and labels.
+    for core in 0..cores {
+        let y = lane_y(core);
+        svg.rect(LEFT, y, plot_w, lane_h, "#f0f0f0", None);
+        let label_size = (lane_h * 0.6).clamp(7.0, 12.0);
+        svg.text(
+            LEFT - 8.0,
+            y + lane_h / 2.0 + label_size * 0.35,
+            &format!("core {core}"),
+            label_size,
+            Anchor::End,
+        );
+    }
+
+    // Time grid and axis under the lanes; ticks only inside the window.
+    let end_u = end_ns as f64 / div;
+    let (ticks, step) = chart::nice_ticks(0.0, end_u, 10);
+    let base = top + plot_h;
+    for t in ticks.into_iter().filter(|t| *t <= end_u * (1.0 + 1e-9)) {
+        let x = LEFT + t * div / ns_per_px;
+        svg.dashed(x, top, x, base, "#d0d0d0");
+        svg.line(x, base, x, base + 5.0, "#444444", 1.0);
+        svg.text(
+            x,
+            base + 18.0,
+            &chart::tick_label(t, step),
+            11.0,
+            Anchor::Middle,
+        );
+    }
+    svg.line(LEFT, base, LEFT + plot_w, base, "#444444", 1.0);
+    svg.text(
+        LEFT + plot_w / 2.0,
+        base + 40.0,
+        &format!("simulated time ({unit})"),
+        13.0,
+        Anchor::Middle,
+    );
+
+    // Exact intervals, and pixel columns for the narrow ones.
+    let columns = plot_w.ceil() as usize + 1;
+    let mut bins: Vec<Vec<Vec<(usize, u64)>>> = vec![vec![Vec::new(); columns]; cores];
+    let mut any_binned = false;
+    for iv in &intervals {
+        if iv.core >= cores {
+            continue;
+        }
+        let key = owner_key(scenario, &iv.owner);
+        let (x0, x1) = (x_of(iv.start.0), x_of(iv.end.0));
+        if x1 - x0 >= 1.0 {
+            let y = lane_y(iv.core);
+            let name = owner_name(scenario, &iv.owner);
+            let tip = format!(
+                "{name} on core {}: {} to {} {unit}",
+                iv.core,
+                chart::num(iv.start.0 as f64 / div),
+                chart::num(iv.end.0 as f64 / div)
+            );
+            // A hairline gap after wide intervals keeps back-to-back runs of the same
+            // process (two threads, or a re-dispatch) visibly separate.
+            let w = if x1 - x0 > 3.0 {
+                x1 - x0 - 0.75
+            } else {
+                x1 - x0
+            };
+            svg.rect(x0, y, w, lane_h, &chart::color(key), Some(&tip));
+            let size = (lane_h * 0.45).clamp(7.0, 12.0);
+            let label = key_name(scenario, key);
+            if lane_h >= 14.0 && chart::text_width(label, size) + 6.0 < x1 - x0 {
+                svg.text(
+                    (x0 + x1) / 2.0,
+                    y + lane_h / 2.0 + size * 0.35,
+                    label,
+                    size,
+                    Anchor::Middle,
+                );
+            }
+        } else {
+            any_binned = true;
+            // Split the interval's time among the columns it touches.
+            let mut t = iv.start.0;
+            while t < iv.end.0 {
+                let col = ((t as f64 / ns_per_px) as usize).min(columns - 1);
+                let col_end = (((col + 1) as f64) * ns_per_px).ceil() as u64;
+                let upto = iv.end.0.min(col_end.max(t + 1));
+                let cell = &mut bins[iv.core][col];
+                match cell.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, ns)) => *ns += upto - t,
+                    None => cell.push((key, upto - t)),
+                }
+                t = upto;
+            }
+        }
+    }
+    if any_binned {
+        for (core, lane) in bins.iter().enumerate() {
+            let y = lane_y(core);
+            // (owner, first column) of the run being built.
+            let mut run: Option<(usize, usize)> = None;
+            let dominant = |cell: &Vec<(usize, u64)>| {
+                cell.iter()
+                    .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                    .map(|(k, _)| *k)
+            };
+            let flush = |run: Option<(usize, usize)>, to: usize, svg: &mut Svg| {
+                if let Some((key, from)) = run {
+                    let tip = format!(
+                        "mostly {} on core {core}: {} to {} {unit} (merged sub-pixel intervals)",
+                        key_name(scenario, key),
+                        chart::num(from as f64 * ns_per_px / div),
+                        chart::num(to as f64 * ns_per_px / div)
+                    );
+                    let x0 = LEFT + from as f64;
+                    let w = (to - from) as f64;
+                    svg.rect(
+                        x0,
+                        y,
+                        w.min(LEFT + plot_w - x0),
+                        lane_h,
+                        &chart::color(key),
+                        Some(&tip),
+                    );
+                }
+            };
+            for (col, cell) in lane.iter().enumerate() {
+                let d = dominant(cell);
+                let same = matches!((run, d), (Some((k, _)), Some(dk)) if k == dk);
+                if !same {
+                    flush(run, col, &mut svg);
+                    run = d.map(|k| (k, col));
+                }
+            }
+            flush(run, columns, &mut svg);
+        }
+    }
+    svg.frame(LEFT, top, plot_w, plot_h, "#888888");
+    svg.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(text: &str) -> String {
+        let s = Scenario::parse("t.toml", text).unwrap();
+        let (report, trace, stats) = schedkit_sim::simulate_report(&s, true).unwrap();
+        render(&s, &report, &trace.unwrap(), stats.end)
+    }
+
+    #[test]
+    fn textbook_rr_draws_every_interval_with_labels() {
+        let svg = run(include_str!("../../../examples/textbook/rr.toml"));
+        assert!(svg.contains("rr · policy rr · 1 core") || svg.contains("policy rr"));
+        assert!(svg.contains("simulated time (ms)"));
+        // P1 runs 0-4 ms first under RR with a 4 ms quantum.
+        assert!(svg.contains("P1 on core 0: 0 to 4 ms"), "{svg}");
+        for p in ["P1", "P2", "P3", "P4"] {
+            assert!(svg.contains(&format!(">{p}<")), "legend/label {p}");
+        }
+        assert!(!svg.contains("merged sub-pixel"));
+    }
+
+    #[test]
+    fn long_runs_merge_sub_pixel_intervals_and_stay_small() {
+        let mut text = String::from(
+            "cores = 2\n[policy]\nname = \"rr\"\nquantum = \"1ms\"\n[run]\nhorizon = \"2s\"\n",
+        );
+        for i in 0..60 {
+            text.push_str(&format!("[[process]]\nname = \"p{i}\"\n"));
+        }
+        let svg = run(&text);
+        assert!(svg.contains("merged sub-pixel intervals"));
+        assert!(svg.contains("simulated time (s)"));
+        // About 4,000 intervals, but the picture is bounded by its pixels.
+        let rects = svg.matches("<rect").count();
+        assert!(rects < 2 * 1200 + 200, "{rects} rects");
+        assert!(svg.contains(">p59<"));
+    }
+}
