@@ -285,9 +285,17 @@ pub fn undo_entries(roots: &Roots, entries: &[Entry]) -> Vec<Undone> {
 fn undo_one(roots: &Roots, e: &Entry) -> std::result::Result<bool, String> {
     let same_thread = |pid: i32, tid: i32, st: u64| thread_starttime(roots, pid, tid) == Some(st);
     match e {
-        Entry::Irq { irq, old } => irq::write_mask_text(roots, *irq, old)
-            .map(|_| true)
-            .map_err(|e| e.to_string()),
+        Entry::Irq { irq, old } => {
+            // A write the kernel refused left the mask as it was: nothing to undo.
+            if irq::read(roots, *irq)
+                .is_ok_and(|cur| CpuSet::parse_mask(old).is_ok_and(|o| o == cur.affinity))
+            {
+                return Ok(false);
+            }
+            irq::write_mask_text(roots, *irq, old)
+                .map(|_| true)
+                .map_err(|e| e.to_string())
+        }
         Entry::Affinity {
             pid,
             tid,
@@ -318,6 +326,9 @@ fn undo_one(roots: &Roots, e: &Entry) -> std::result::Result<bool, String> {
                 Err(e) if e.errno() == Some(libc::ESRCH) => Ok(false),
                 Err(e) => Err(e.to_string()),
             }
+        }
+        Entry::Sysctl { name, old } if procfs::sysctl(roots, name).ok().as_deref() == Some(old) => {
+            Ok(false)
         }
         Entry::Sysctl { name, old } => procfs::set_sysctl(roots, name, old)
             .map(|_| true)

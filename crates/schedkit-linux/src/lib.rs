@@ -21,7 +21,7 @@
 //! tree (the `SCX_SYSFS_PREFIX` idea of the scx tools).
 
 pub mod affinity;
-// pub mod engine;
+pub mod engine;
 pub mod exclusive;
 pub mod irq;
 pub mod journal;
@@ -29,6 +29,7 @@ pub mod perf;
 pub mod privilege;
 pub mod procfs;
 pub mod sched;
+pub mod spawn;
 pub mod topo;
 pub mod workload;
 

@@ -285,9 +285,12 @@ impl CounterSource for PerfSource {
     }
 }
 
+/// An open counter, or the reading that says why there is none.
+type Slot = std::result::Result<Box<dyn Counter>, Reading>;
+
 /// A set of counters on one target.
 pub struct CounterSet {
-    counters: Vec<(CounterKind, std::result::Result<Box<dyn Counter>, Reading>)>,
+    counters: Vec<(CounterKind, Slot)>,
 }
 
 impl CounterSet {

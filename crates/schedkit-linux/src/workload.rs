@@ -228,7 +228,7 @@ fn run_thread(k: usize, spec: &WorkSpec, g: &Group, s: &ThreadShared, origin: In
         let now = origin.elapsed().as_nanos() as u64;
         longest = longest.max(now - last);
         last = now;
-        if chunks % 16 == 0 {
+        if chunks.is_multiple_of(16) {
             s.iterations.store(iters, Ordering::Relaxed);
             s.longest_stall.store(longest, Ordering::Relaxed);
         }

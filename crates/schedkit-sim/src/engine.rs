@@ -76,6 +76,12 @@ pub struct SimStats {
     /// End of the simulated window.
     pub end: Nanos,
     pub invariants: Invariants,
+    /// Memory high-water marks: thread slots and job records ever allocated (both are
+    /// recycled, so these bound the live threads and jobs), and the longest the event queue
+    /// ever was. None grows with the simulated length; `tests/realtime.rs` pins that.
+    pub peak_slots: usize,
+    pub peak_jobs: usize,
+    pub peak_queue: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -218,6 +224,7 @@ impl<'a> Engine<'a> {
     fn push(&mut self, t: Nanos, kind: Kind) {
         self.seq += 1;
         self.queue.push(Reverse((t, kind.class(), self.seq, kind)));
+        self.stats.peak_queue = self.stats.peak_queue.max(self.queue.len());
     }
 
     fn emit(&mut self, e: Event) {
@@ -252,6 +259,10 @@ impl<'a> Engine<'a> {
         self.now = end;
         self.stop_all_at_end();
         self.stats.end = end;
+        // Slots and job records are recycled through free lists, so the vectors' lengths are
+        // their high-water marks.
+        self.stats.peak_slots = self.threads.len();
+        self.stats.peak_jobs = self.jobs.len();
         self.stats
     }
 

@@ -6,6 +6,7 @@
 
 pub mod engine;
 pub mod keyed;
+pub mod partition;
 pub mod policies;
 pub mod policy;
 

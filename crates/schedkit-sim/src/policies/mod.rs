@@ -5,6 +5,7 @@
 pub mod dm;
 pub mod edf;
 pub mod fcfs;
+pub mod pedf;
 pub mod priority;
 pub mod rm;
 pub mod rr;
@@ -34,6 +35,7 @@ pub const SIM_POLICIES: &[PolicyName] = &[
     PolicyName::Rm,
     PolicyName::Dm,
     PolicyName::Gedf,
+    PolicyName::Pedf,
 ];
 
 /// Builds the policy named in the scenario, or a located error if the simulator lacks it.
@@ -52,6 +54,7 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
         PolicyName::Edf | PolicyName::Gedf => plain(Box::new(Keyed::new(edf::Edf))),
         PolicyName::Rm => plain(Box::new(Keyed::new(rm::Rm))),
         PolicyName::Dm => plain(Box::new(Keyed::new(dm::Dm))),
+        PolicyName::Pedf => plain(Box::new(pedf::build(scenario)?)),
         other => {
             return Err(scenario.policy_error(format!(
                 "policy \"{other}\" is not available in the simulator (simulator policies: {})",

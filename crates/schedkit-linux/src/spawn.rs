@@ -1,0 +1,167 @@
+//! Starting an external command held at a gate, so that its placement, scheduling class and
+//! counters are in force before its first instruction.
+//!
+//! `std::process::Command::spawn` waits until the child has exec'ed, so a child that waits on
+//! the parent before exec would deadlock it; this module forks and execs by hand:
+//!
+//! ```text
+//! parent: pipe(gate), pipe(report, CLOEXEC) ── fork ──▶ child: close gate writer,
+//!         set affinity/class/counters on pid           PR_SET_PDEATHSIG(SIGKILL),
+//!         close gate writer ──────────────────────────▶ read(gate) returns 0, execvp
+//!         read(report): 0 bytes = exec'ed,              exec failed: write errno, _exit(127)
+//!                       4 bytes = errno of the failure
+//! ```
+//!
+//! PDEATHSIG ends the job if schedkit dies (even by SIGKILL), so a killed run leaves no
+//! job running at FIFO 99 on isolated cores; `schedkit restore` handles the rest.
+
+use crate::{Error, Result};
+use std::ffi::CString;
+
+/// A forked child waiting at the gate.
+pub struct Gated {
+    pub pid: i32,
+    gate_w: i32,
+    report_r: i32,
+}
+
+/// Resolves `prog` as execvp would, to fail early (exit 2) on a command that does not exist.
+pub fn resolve(prog: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let exec = |p: &std::path::Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if prog.contains('/') {
+        let p = std::path::PathBuf::from(prog);
+        return exec(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(prog))
+        .find(|p| exec(p))
+}
+
+/// Forks `argv` and holds it before exec.
+pub fn fork_gated(argv: &[String]) -> Result<Gated> {
+    let cargs: Vec<CString> = argv
+        .iter()
+        .map(|a| CString::new(a.as_str()))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| Error::Input("command arguments must not contain NUL bytes".into()))?;
+    let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    let mut gate = [0i32; 2];
+    let mut report = [0i32; 2];
+    // SAFETY: arrays of two fds.
+    unsafe {
+        if libc::pipe2(gate.as_mut_ptr(), libc::O_CLOEXEC) < 0
+            || libc::pipe2(report.as_mut_ptr(), libc::O_CLOEXEC) < 0
+        {
+            return Err(Error::last_os("pipe2"));
+        }
+    }
+    // SAFETY: after fork the child only calls async-signal-safe functions (close, prctl,
+    // read, execvp, write, _exit) on memory prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(Error::last_os("fork"));
+    }
+    if pid == 0 {
+        unsafe {
+            libc::close(gate[1]);
+            libc::close(report[0]);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            let mut b = 0u8;
+            loop {
+                let n = libc::read(gate[0], (&mut b as *mut u8).cast(), 1);
+                if n >= 0 || *libc::__errno_location() != libc::EINTR {
+                    break;
+                }
+            }
+            libc::execvp(ptrs[0], ptrs.as_ptr());
+            let e: i32 = *libc::__errno_location();
+            libc::write(report[1], (&e as *const i32).cast(), 4);
+            libc::_exit(127);
+        }
+    }
+    // SAFETY: closing our copies of the child's ends.
+    unsafe {
+        libc::close(gate[0]);
+        libc::close(report[1]);
+    }
+    Ok(Gated {
+        pid,
+        gate_w: gate[1],
+        report_r: report[0],
+    })
+}
+
+impl Gated {
+    /// Lets the child exec; returns the errno if exec failed (the child has then exited).
+    pub fn release(self) -> std::result::Result<(), i32> {
+        let mut e = 0i32;
+        // SAFETY: fds we own; e is 4 bytes.
+        let n = unsafe {
+            libc::close(self.gate_w);
+            let n = libc::read(self.report_r, (&mut e as *mut i32).cast(), 4);
+            libc::close(self.report_r);
+            n
+        };
+        std::mem::forget(self);
+        if n == 4 {
+            Err(e)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Drop for Gated {
+    fn drop(&mut self) {
+        // Never released: kill the child before it execs.
+        // SAFETY: plain syscalls on our fds and child.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::close(self.gate_w);
+            libc::close(self.report_r);
+            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+/// Non-blocking wait: `Some(status text)` once the child exited.
+pub fn try_wait(pid: i32) -> Option<String> {
+    let mut st = 0;
+    // SAFETY: st is writable.
+    let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
+    if r == pid {
+        Some(if libc::WIFEXITED(st) {
+            format!("exit {}", libc::WEXITSTATUS(st))
+        } else if libc::WIFSIGNALED(st) {
+            format!("signal {}", libc::WTERMSIG(st))
+        } else {
+            "ended".into()
+        })
+    } else if r < 0 {
+        Some("gone".into())
+    } else {
+        None
+    }
+}
+
+/// Ends a child: SIGTERM, then SIGKILL after `grace`, and reaps it.
+pub fn terminate(pid: i32, grace: std::time::Duration) -> String {
+    // SAFETY: signals to our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < grace {
+        if let Some(s) = try_wait(pid) {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let mut st = 0;
+    unsafe { libc::waitpid(pid, &mut st, 0) };
+    "killed at the horizon".into()
+}

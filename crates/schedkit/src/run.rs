@@ -1,0 +1,451 @@
+//! `schedkit run`: run a scenario on this machine's real cores, or one command in exclusive
+//! mode (`schedkit run --exclusive -- CMD ARGS...`), and print the same report as `sim`.
+//!
+//! The report (`--json`, the table, `--gantt`, `--trace`) has exactly the schema of `sim`'s,
+//! so the two can be compared key for key. What only a real run knows (the kernel's own
+//! switch and migration counts, perf counters, the longest stall, what exclusive mode moved
+//! and what the kernel refused) follows the table, and goes to `--linux-json FILE`.
+
+use crate::cli::{Failure, ReportArgs, EXIT_BAD_INPUT};
+use crate::output;
+use clap::{Args, ValueEnum};
+use schedkit_core::report::Metrics;
+use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, Work};
+use schedkit_core::trace::{TraceLog, TraceSink};
+use schedkit_core::Nanos;
+use schedkit_linux::affinity::CpuSet;
+use schedkit_linux::engine::{self, RunOptions, RunOutcome, RunPolicy};
+use schedkit_linux::exclusive::{ExclusiveConfig, RtThrottle};
+use schedkit_linux::perf::CounterKind;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// Exit status for missing privileges.
+pub const EXIT_PRIVILEGE: u8 = 3;
+
+impl From<schedkit_linux::Error> for Failure {
+    fn from(e: schedkit_linux::Error) -> Failure {
+        Failure {
+            status: match e {
+                schedkit_linux::Error::Input(_) => EXIT_BAD_INPUT,
+                schedkit_linux::Error::Privilege(_) => EXIT_PRIVILEGE,
+                schedkit_linux::Error::Os { .. } => 1,
+            },
+            message: e.to_string(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum RtThrottleArg {
+    /// Leave RT throttling as the kernel has it (the cost is reported).
+    Keep,
+    /// Turn it off for the run (journaled and restored).
+    Off,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Scenario file (TOML; see docs/scenario.md and docs/run.md). Omit it to run one command
+    /// given after `--`.
+    pub file: Option<PathBuf>,
+    /// Exclusive mode (seed 000): system cores keep everything else, the job gets the rest,
+    /// pinned, SCHED_FIFO, IRQs moved away. Overrides the scenario's policy.
+    #[arg(long)]
+    pub exclusive: bool,
+    /// CPUs left to the system in exclusive mode (a list: `0`, `0-1,4`). Default: CPU 0 and
+    /// its SMT siblings.
+    #[arg(long, value_name = "CPUS")]
+    pub system_cores: Option<String>,
+    /// SCHED_FIFO/RR priority of job threads (exclusive default 99; fcfs/rr default 50 minus
+    /// the process' `priority`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=99))]
+    pub priority: Option<u32>,
+    /// RT throttling in exclusive mode (`kernel/sched_rt_runtime_us`).
+    #[arg(long, value_enum, default_value = "keep")]
+    pub rt_throttle: RtThrottleArg,
+    /// Stop after this long (`30s`); default: the scenario's horizon, or until the command
+    /// exits.
+    #[arg(long, value_name = "DURATION")]
+    pub horizon: Option<String>,
+    /// Sampling period of the threads (at most 10ms).
+    #[arg(long, default_value = "10ms", value_name = "DURATION")]
+    pub sample: String,
+    /// Do not open perf counters.
+    #[arg(long)]
+    pub no_perf: bool,
+    #[command(flatten)]
+    pub report: ReportArgs,
+    /// Also draw a Gantt chart from the sampled placements into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub gantt: Option<PathBuf>,
+    /// Also write the trace as Chrome trace-event JSON into this file.
+    #[arg(long, value_name = "FILE.json")]
+    pub trace: Option<PathBuf>,
+    /// Also write what only a real run knows (kernel counts, perf counters, longest stall,
+    /// exclusive-mode actions) as JSON into this file.
+    #[arg(long, value_name = "FILE.json")]
+    pub linux_json: Option<PathBuf>,
+    /// The command to run (after `--`), e.g. `schedkit run --exclusive -- ./solver input`.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+fn bad(msg: impl Into<String>) -> Failure {
+    Failure {
+        status: EXIT_BAD_INPUT,
+        message: msg.into(),
+    }
+}
+
+/// The scenario of a one-liner: one process running `cmd`.
+fn command_scenario(cmd: &[String], policy: PolicyName, horizon: Nanos) -> Scenario {
+    let name = std::path::Path::new(&cmd[0])
+        .file_name()
+        .map_or(cmd[0].clone(), |n| n.to_string_lossy().to_string());
+    Scenario {
+        file: "command line".into(),
+        cores: schedkit_linux::topo::Topology::host().map_or(1, |t| t.n_cpus()),
+        policy: PolicySpec::new(policy),
+        horizon,
+        processes: vec![Process {
+            name,
+            arrival: Nanos::ZERO,
+            burst: None,
+            threads: 1,
+            nice: 0,
+            weight: 1024,
+            priority: 0,
+            tickets: 1,
+            group: None,
+            cpus: None,
+            work: Work::Spin,
+            command: Some(cmd.to_vec()),
+            line: 0,
+        }],
+        groups: Vec::new(),
+        tasks: Vec::new(),
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<(), Failure> {
+    let sample = Nanos::parse(&a.sample).map_err(|m| bad(format!("--sample: {m}")))?;
+    if sample.0 == 0 || sample > Nanos::from_ms(10) {
+        return Err(bad("--sample: must be between 1ns and 10ms"));
+    }
+    let horizon = a
+        .horizon
+        .as_deref()
+        .map(Nanos::parse)
+        .transpose()
+        .map_err(|m| bad(format!("--horizon: {m}")))?;
+    let system = a
+        .system_cores
+        .as_deref()
+        .map(CpuSet::parse_list)
+        .transpose()
+        .map_err(|m| bad(format!("--system-cores: {m}")))?;
+    let mut scenario = match (&a.file, a.command.is_empty()) {
+        (Some(_), false) => {
+            return Err(bad(
+                "give either a scenario FILE or a command after `--`, not both",
+            ))
+        }
+        (None, true) => {
+            return Err(bad(
+                "nothing to run: give a scenario FILE or a command after `--` (schedkit run --exclusive -- CMD ARGS...)",
+            ))
+        }
+        (Some(f), true) => Scenario::load(f)?,
+        (None, false) => command_scenario(
+            &a.command,
+            if a.exclusive {
+                PolicyName::Exclusive
+            } else {
+                PolicyName::Default
+            },
+            Nanos::from_secs(365 * 24 * 3600),
+        ),
+    };
+    if let Some(h) = horizon {
+        if h.0 == 0 {
+            return Err(bad("--horizon: must be greater than zero"));
+        }
+        scenario.horizon = h;
+    }
+    if a.exclusive {
+        scenario.policy.name = PolicyName::Exclusive;
+    }
+    let mut policy = RunPolicy::from_scenario(&scenario)?;
+    match &mut policy {
+        RunPolicy::Exclusive(cfg) => {
+            *cfg = ExclusiveConfig {
+                system,
+                priority: a.priority.unwrap_or(99),
+                rt_throttle: match a.rt_throttle {
+                    RtThrottleArg::Keep => RtThrottle::Keep,
+                    RtThrottleArg::Off => RtThrottle::Off,
+                },
+                ..ExclusiveConfig::default()
+            }
+        }
+        RunPolicy::Fifo { priority } | RunPolicy::Rr { priority, .. } => *priority = a.priority,
+        RunPolicy::Default => {}
+    }
+    if !matches!(policy, RunPolicy::Exclusive(_))
+        && (a.system_cores.is_some() || matches!(a.rt_throttle, RtThrottleArg::Off))
+    {
+        return Err(bad(
+            "--system-cores and --rt-throttle apply to exclusive mode only (add --exclusive)",
+        ));
+    }
+    engine::install_signal_handlers();
+    let mut opts = RunOptions::new(policy);
+    opts.sample = std::time::Duration::from_nanos(sample.0);
+    opts.perf = !a.no_perf;
+    let bounded = a.command.is_empty() || horizon.is_some();
+    let bar = if std::io::stdout().is_terminal() && std::io::stderr().is_terminal() && bounded {
+        let b = indicatif::ProgressBar::new(1000);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {percent:>3}% of the horizon · {elapsed} elapsed, ETA {eta}",
+            )
+            .expect("template"),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    if let Some(b) = bar.clone() {
+        opts.progress = Some(Box::new(move |f| b.set_position((f * 1000.0) as u64)));
+    }
+    let outcome = engine::run(&scenario, opts)?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    for w in &outcome.warnings {
+        eprintln!("schedkit: warning: {w}");
+    }
+    let keep_trace = a.gantt.is_some() || a.trace.is_some();
+    let (report, trace) = report_of(&outcome, keep_trace);
+    output::emit(&report, &a.report)?;
+    if !a.report.json && !a.report.csv {
+        print!("{}", render_linux(&outcome));
+    }
+    if let Some(trace) = trace {
+        output::write_trace_outputs(
+            &outcome.scenario,
+            &report,
+            &trace,
+            outcome.end,
+            a.gantt.as_deref(),
+            a.trace.as_deref(),
+        )?;
+    }
+    if let Some(p) = &a.linux_json {
+        std::fs::write(p, linux_json(&outcome).to_string())
+            .map_err(|e| Failure::from(anyhow::anyhow!("writing {}: {e}", p.display())))?;
+    }
+    if outcome.interrupted {
+        eprintln!("schedkit: interrupted; every change was undone");
+        return Err(Failure {
+            status: 130,
+            message: "interrupted".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Folds the run's events into the report both engines share.
+pub fn report_of(o: &RunOutcome, keep_trace: bool) -> (schedkit_core::Report, Option<TraceLog>) {
+    let mut m = Metrics::new(&o.scenario, "run", o.cores);
+    let mut log = TraceLog::default();
+    for e in &o.events {
+        m.record(e);
+        if keep_trace {
+            log.record(e);
+        }
+    }
+    for (p, po) in o.processes.iter().enumerate() {
+        if let Some(w) = po.work_done {
+            m.set_work_done(p, w);
+        }
+    }
+    (m.finish(o.end), keep_trace.then_some(log))
+}
+
+fn counter(po: &schedkit_linux::engine::ProcessOutcome, k: CounterKind) -> Option<u64> {
+    po.counters
+        .iter()
+        .find(|(x, _)| *x == k)
+        .and_then(|(_, r)| r.value())
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+/// The kernel's view of the run, after the shared report.
+pub fn render_linux(o: &RunOutcome) -> String {
+    use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+    let mut out = String::from("\nkernel view (exact counts from /proc and perf)\n");
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "process",
+        "pid",
+        "threads",
+        "wall ms",
+        "cpu-migrations",
+        "switches vol/invol",
+        "forced /s",
+        "longest stall ms",
+        "end",
+    ]);
+    for i in 1..9 {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    for po in &o.processes {
+        let wall = po.end_ns.saturating_sub(po.start_ns);
+        let mig = counter(po, CounterKind::CpuMigrations).map_or_else(
+            || {
+                o.threads
+                    .iter()
+                    .filter(|t| t.process == po.name)
+                    .map(|t| t.migrations_seen)
+                    .sum::<u64>()
+                    .to_string()
+                    + " (seen)"
+            },
+            |v| v.to_string(),
+        );
+        t.add_row(vec![
+            po.name.clone(),
+            po.pid.map_or("schedkit".into(), |p| p.to_string()),
+            po.threads.to_string(),
+            ms(wall),
+            mig,
+            format!("{}/{}", po.voluntary_switches, po.involuntary_switches),
+            format!(
+                "{:.2}",
+                po.involuntary_switches as f64 / (wall.max(1) as f64 / 1e9)
+            ),
+            ms(po.longest_stall_ns),
+            po.exit.clone().unwrap_or_else(|| "finished".into()),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
+    for po in &o.processes {
+        if po.counters.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("\nperf counters of {}:\n", po.name));
+        for (k, r) in &po.counters {
+            out.push_str(&format!("  {:<18} {}\n", k.name(), r));
+        }
+    }
+    if let Some(x) = &o.exclusive {
+        out.push_str(&format!(
+            "\nexclusive mode: system CPUs {}, job CPUs {}, SCHED_FIFO {}\n",
+            x.system_cpus, x.job_cpus, x.priority
+        ));
+        out.push_str(&format!(
+            "  moved {} thread(s) to the system CPUs; {} left where they are (kernel-bound):",
+            x.moved_threads,
+            x.kept_threads.len()
+        ));
+        let names: Vec<String> = x
+            .kept_threads
+            .iter()
+            .take(12)
+            .map(|k| format!("{}[{}]", k.comm, k.tid))
+            .collect();
+        out.push_str(&format!(
+            " {}{}\n",
+            names.join(" "),
+            if x.kept_threads.len() > 12 {
+                " ..."
+            } else {
+                ""
+            }
+        ));
+        out.push_str(&format!(
+            "  moved {} IRQ(s) to the system CPUs; the kernel refused {}",
+            x.moved_irqs.len(),
+            x.refused_irqs.len()
+        ));
+        if !x.refused_irqs.is_empty() {
+            let r: Vec<String> = x
+                .refused_irqs
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} ({})",
+                        r.irq,
+                        r.errno
+                            .map_or("?".into(), |e| std::io::Error::from_raw_os_error(e)
+                                .kind()
+                                .to_string()
+                                + &format!(", errno {e}"))
+                    )
+                })
+                .collect();
+            out.push_str(&format!(": {}", r.join(", ")));
+        }
+        out.push('\n');
+        match (x.rt_throttle, x.rt_runtime_us, x.rt_period_us) {
+            (Some(RtThrottle::Off), _, _) => {
+                out.push_str("  RT throttling: off for the run (restored afterwards)\n")
+            }
+            (_, Some(r), Some(p)) if r >= 0 => out.push_str(&format!(
+                "  RT throttling kept: runtime {r} us per {p} us — a FIFO thread may be held off {} ms each period when anything else wants its CPU (--rt-throttle off avoids it)\n",
+                ms(x.rt_throttle_cost_ns.unwrap_or(0))
+            )),
+            _ => out.push_str("  RT throttling: not active on this kernel\n"),
+        }
+        for w in &x.warnings {
+            out.push_str(&format!("  warning: {w}\n"));
+        }
+    }
+    if !o.undone.is_empty() {
+        let ok = o.undone.iter().filter(|u| u.outcome == Ok(true)).count();
+        let bad = o.undone.iter().filter(|u| u.outcome.is_err()).count();
+        out.push_str(&format!(
+            "\nrestored {ok} change(s) to the machine{}\n",
+            if bad > 0 {
+                format!(", {bad} FAILED (run `schedkit restore`)")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    out
+}
+
+/// `--linux-json`: the kernel's view as JSON.
+pub fn linux_json(o: &RunOutcome) -> serde_json::Value {
+    serde_json::json!({
+        "threads": o.threads,
+        "processes": o.processes.iter().map(|p| serde_json::json!({
+            "name": p.name,
+            "pid": p.pid,
+            "exit": p.exit,
+            "start_ns": p.start_ns,
+            "end_ns": p.end_ns,
+            "wall_ns": p.end_ns.saturating_sub(p.start_ns),
+            "threads": p.threads,
+            "voluntary_switches": p.voluntary_switches,
+            "involuntary_switches": p.involuntary_switches,
+            "longest_stall_ns": p.longest_stall_ns,
+            "work_done": p.work_done,
+            "counters": p.counters.iter().map(|(k, r)| (k.name().to_string(), serde_json::to_value(r).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
+        })).collect::<Vec<_>>(),
+        "exclusive": o.exclusive,
+        "warnings": o.warnings,
+        "interrupted": o.interrupted,
+        "restored": o.undone.iter().filter(|u| u.outcome == Ok(true)).count(),
+    })
+}

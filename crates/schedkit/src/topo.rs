@@ -1,0 +1,91 @@
+//! `schedkit topo`: the machine's topology (sysfs) as a table or JSON.
+
+use crate::cli::Failure;
+use clap::Args;
+use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+use schedkit_linux::topo::Topology;
+
+#[derive(Args)]
+pub struct TopoArgs {
+    /// Print the topology as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Bytes as the kernel's sysfs would say them (32K, 3M).
+fn human(b: u64) -> String {
+    if b >= 1 << 20 && b % (1 << 20) == 0 {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1024 && b % 1024 == 0 {
+        format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
+    }
+}
+
+fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t.set_header(header.to_vec());
+    for i in 0..header.len() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+/// The human rendering.
+pub fn render(t: &Topology) -> String {
+    let mut out = format!(
+        "{} online CPUs ({}) · {} package(s) · {} physical core(s) · {} NUMA node(s){}\n\n",
+        t.n_cpus(),
+        t.online,
+        t.packages,
+        t.cores,
+        t.nodes.len(),
+        if t.numa_from_sysfs {
+            ""
+        } else {
+            " (assumed: no NUMA in sysfs)"
+        }
+    );
+    let mut c = table(&["cpu", "package", "core", "SMT siblings", "node"]);
+    for cpu in &t.cpus {
+        c.add_row(vec![
+            cpu.cpu.to_string(),
+            cpu.package.to_string(),
+            cpu.core.to_string(),
+            cpu.siblings.to_list(),
+            cpu.node.to_string(),
+        ]);
+    }
+    out.push_str(&c.to_string());
+    out.push_str("\n\n");
+    let mut k = table(&["cache", "type", "size", "line", "shared by CPUs"]);
+    for x in &t.caches {
+        k.add_row(vec![
+            format!("L{}", x.level),
+            x.kind.clone(),
+            human(x.size_bytes),
+            x.line_bytes.map_or("-".into(), |l| format!("{l} B")),
+            x.shared_cpus.to_list(),
+        ]);
+    }
+    out.push_str(&k.to_string());
+    out.push('\n');
+    out
+}
+
+pub fn topo(a: TopoArgs) -> Result<(), Failure> {
+    let t = Topology::host()?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&t).map_err(anyhow::Error::from)?
+        );
+    } else {
+        print!("{}", render(&t));
+    }
+    Ok(())
+}
