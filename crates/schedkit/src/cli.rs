@@ -27,6 +27,12 @@ struct Cli {
 enum Command {
     /// Simulate a scenario file on modelled cores and print the report.
     Sim(SimArgs),
+    /// Run a scenario on this machine's real cores (or one command: `run --exclusive -- CMD`).
+    Run(crate::run::RunArgs),
+    /// Show the machine's topology (CPUs, cores, SMT siblings, caches, NUMA nodes).
+    Topo(crate::topo::TopoArgs),
+    /// Undo what a killed `schedkit run` left changed (IRQ masks, affinities, sysctls).
+    Restore(crate::restore::RestoreArgs),
 }
 
 /// Where a report goes besides the table on stdout.
@@ -89,6 +95,9 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Sim(a) => sim(a),
+        Command::Run(a) => crate::run::run(a),
+        Command::Topo(a) => crate::topo::topo(a),
+        Command::Restore(a) => crate::restore::restore(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,9 @@ mod chrome;
 mod cli;
 mod gantt;
 mod output;
+mod restore;
+mod run;
+mod topo;
 
 use std::process::ExitCode;
 
