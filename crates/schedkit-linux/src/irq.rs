@@ -58,8 +58,10 @@ pub fn read(roots: &Roots, irq: u32) -> Result<Irq> {
 /// Writes a mask text to `smp_affinity` (the kernel parses it; errors carry its errno).
 pub fn write_mask_text(roots: &Roots, irq: u32, text: &str) -> Result<()> {
     let p = irq_dir(roots, irq).join("smp_affinity");
+    // O_TRUNC as `echo MASK > smp_affinity` does: procfs ignores it, a fake tree needs it.
     let mut f = std::fs::OpenOptions::new()
         .write(true)
+        .truncate(true)
         .open(&p)
         .map_err(|e| Error::io(format!("open {}", p.display()), e))?;
     f.write_all(text.as_bytes())
