@@ -20,8 +20,11 @@
 //!   * the window is *normalised* by the number of cores (the paper's windows 0.28-0.30 ...
 //!     0.83-0.85 are printed as percentages of the machine), so the total lies in
 //!     `[m U_min, m U_max]`;
-//!   * a draw that would overshoot `m U_max` is drawn again (at most 1,000 times; after that
-//!     the set is started afresh), so every set lands inside the window;
+//!   * a draw that would overshoot `m U_max` is drawn again, so every set lands inside the
+//!     window; redrawing a uniform variable until it falls in `[u_min, r]` is the uniform
+//!     distribution on `[u_min, r]`, which is what the code draws directly (`r` = what is left
+//!     of the window). When less than `u_min` is left below `m U_max` but the sum is still
+//!     under `m U_min`, the set is started afresh (at most 100,000 times, then an error);
 //!   * `n_i = max(1, ceil(x * 3m))`, so a task has between 1 and `3m` parallel threads;
 //!   * a job is `seq, par(n_i threads), seq` ("executes sequentially; splits into multiple
 //!     parallel threads; synchronizes; resumes master thread execution"), with the share of
@@ -146,42 +149,49 @@ impl Seed001 {
         }
     }
 
-    /// Draws the task set. Panics if the window cannot be reached with tasks of utilisation
-    /// in `[u_min, u_max]` (e.g. a window narrower than nothing and below `u_min`).
+    /// Draws the task set. Panics where [`Seed001::try_generate`] returns an error.
     pub fn generate(&self) -> Vec<Task> {
+        self.try_generate().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Draws the task set, or says why the window cannot be reached.
+    pub fn try_generate(&self) -> Result<Vec<Task>, String> {
         let m = self.cores as f64;
         let (lo, hi) = (self.window.0 * m, self.window.1 * m);
-        assert!(
-            hi >= self.u_min && lo <= hi,
-            "seed-001 generator: window [{}, {}] x {} cores is unreachable with u >= {}",
-            self.window.0,
-            self.window.1,
-            self.cores,
-            self.u_min
-        );
+        if !(hi >= self.u_min && lo <= hi && self.u_min <= self.u_max && self.u_min > 0.0) {
+            return Err(format!(
+                "seed-001 generator: window [{}, {}] x {} cores is unreachable with task \
+                 utilisations in [{}, {}]",
+                self.window.0, self.window.1, self.cores, self.u_min, self.u_max
+            ));
+        }
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let mut attempts = 0;
         let us = 'set: loop {
+            attempts += 1;
+            if attempts > 100_000 {
+                return Err(format!(
+                    "seed-001 generator: no task set found in window [{}, {}] x {} cores after \
+                     100000 attempts",
+                    self.window.0, self.window.1, self.cores
+                ));
+            }
             let mut us: Vec<f64> = Vec::new();
             let mut sum = 0.0;
             while sum < lo {
-                let mut tries = 0;
-                let u = loop {
-                    let u = self.u_min + rng.gen::<f64>() * (self.u_max - self.u_min);
-                    if sum + u <= hi {
-                        break u;
-                    }
-                    tries += 1;
-                    if tries == 1000 {
-                        continue 'set;
-                    }
-                };
+                let top = self.u_max.min(hi - sum);
+                if top < self.u_min {
+                    continue 'set;
+                }
+                let u = self.u_min + rng.gen::<f64>() * (top - self.u_min);
                 sum += u;
                 us.push(u);
             }
             break us;
         };
         let span = (self.period_max - self.period_min).0 as f64;
-        us.iter()
+        Ok(us
+            .iter()
             .enumerate()
             .map(|(i, &u)| {
                 let period = self.period_min.0 + (rng.gen::<f64>() * span) as u64;
@@ -197,7 +207,7 @@ impl Seed001 {
                     line: 0,
                 }
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -282,6 +292,98 @@ pub fn tasks_toml(scenario: &Scenario) -> String {
     s
 }
 
+/// One benchmark workload: a scenario and what it stands for. `schedkit bench sim` and the
+/// criterion benches of `schedkit-sim` both build their inputs here, so they measure the same
+/// thing.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    /// Short name, e.g. `gedf-1000x64`.
+    pub name: String,
+    /// What the throughput target counts: `events` or `jobs` per second.
+    pub unit: &'static str,
+    /// The target, in `unit` per second of wall time (single-threaded).
+    pub target: f64,
+    pub scenario: Scenario,
+}
+
+/// `processes` CPU-bound single-thread processes (no burst: they run until the horizon) on
+/// `cores` under `policy` (`rr` with a 1 ms quantum, or `cfs` with its defaults).
+pub fn processes_workload(
+    policy: PolicyName,
+    processes: usize,
+    cores: usize,
+    horizon: Nanos,
+) -> Scenario {
+    let mut text = format!(
+        "cores = {cores}\n[run]\nhorizon = \"{}ns\"\n[policy]\nname = \"{}\"\n",
+        horizon.0,
+        policy.as_str()
+    );
+    if policy == PolicyName::Rr {
+        text.push_str("quantum = \"1ms\"\n");
+    }
+    for i in 0..processes {
+        text.push_str(&format!("[[process]]\nname = \"p{i}\"\n"));
+    }
+    Scenario::parse(&format!("{}-{processes}x{cores}", policy.as_str()), &text)
+        .expect("generated workload parses")
+}
+
+/// A UUniFast set of `tasks` implicit-deadline tasks of total utilisation `utilisation` on
+/// `cores` under global EDF.
+pub fn gedf_workload(
+    tasks: usize,
+    cores: usize,
+    utilisation: f64,
+    horizon: Nanos,
+    seed: u64,
+) -> Scenario {
+    scenario(
+        &format!("gedf-{tasks}x{cores}"),
+        cores,
+        PolicyName::Gedf,
+        horizon,
+        UUniFast::new(tasks, utilisation, seed).generate(),
+    )
+}
+
+/// The simulator benchmark suite (issue 2): RR with 10,000 processes and a 1 ms quantum; CFS
+/// with 1,000 threads on 2, 8 and 64 cores; global EDF on UUniFast sets (20 tasks on 4 cores
+/// at U = 3.0, 100 tasks on 16 cores and 1,000 on 64 cores, both at U = 0.75 m). `quick`
+/// shortens every horizon tenfold (for CI); `horizon` overrides them all.
+pub fn bench_workloads(quick: bool, horizon: Option<Nanos>) -> Vec<Workload> {
+    let h = |secs: u64| {
+        horizon.unwrap_or(if quick {
+            Nanos::from_ms(secs * 100)
+        } else {
+            Nanos::from_secs(secs)
+        })
+    };
+    let mut out = vec![Workload {
+        name: "rr-10000x8".into(),
+        unit: "events",
+        target: 10e6,
+        scenario: processes_workload(PolicyName::Rr, 10_000, 8, h(20)),
+    }];
+    for cores in [2, 8, 64] {
+        out.push(Workload {
+            name: format!("cfs-1000x{cores}"),
+            unit: "events",
+            target: 2e6,
+            scenario: processes_workload(PolicyName::Cfs, 1000, cores, h(10)),
+        });
+    }
+    for (tasks, cores, u) in [(20, 4, 3.0), (100, 16, 12.0), (1000, 64, 48.0)] {
+        out.push(Workload {
+            name: format!("gedf-{tasks}x{cores}"),
+            unit: "jobs",
+            target: 1e6,
+            scenario: gedf_workload(tasks, cores, u, h(10), 1),
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,6 +454,38 @@ mod tests {
         }
         assert!(seen[1..=12].iter().all(|&s| s), "{seen:?}");
         assert!(!seen[0]);
+    }
+
+    #[test]
+    fn seed001_small_and_impossible_windows() {
+        // Only 0.1 fits below 0.1 x 1 core: one task at exactly u_min.
+        let ts = Seed001::new(1, (0.08, 0.1), 1).try_generate().unwrap();
+        assert_eq!(ts.len(), 1);
+        assert!(Seed001::new(1, (0.01, 0.05), 1).try_generate().is_err());
+    }
+
+    #[test]
+    fn bench_workloads_have_the_sizes_of_issue_2() {
+        let w = bench_workloads(true, None);
+        let names: Vec<&str> = w.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "rr-10000x8",
+                "cfs-1000x2",
+                "cfs-1000x8",
+                "cfs-1000x64",
+                "gedf-20x4",
+                "gedf-100x16",
+                "gedf-1000x64"
+            ]
+        );
+        assert_eq!(w[0].scenario.processes.len(), 10_000);
+        assert_eq!(w[0].scenario.policy.quantum, Nanos::from_ms(1));
+        assert_eq!(w[3].scenario.cores, 64);
+        let u: f64 = w[4].scenario.tasks.iter().map(|t| t.utilisation()).sum();
+        assert!((u - 3.0).abs() < 1e-3);
+        assert_eq!(w[6].scenario.tasks.len(), 1000);
     }
 
     #[test]
