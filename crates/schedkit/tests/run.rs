@@ -1,0 +1,276 @@
+//! `schedkit run` end to end: the report schema equals `sim`'s, bad input changes nothing and
+//! exits 2, and a run killed with SIGKILL is undone by `schedkit restore`.
+//!
+//! These tests change machine state (IRQ masks, other threads' affinities, RT throttling) and
+//! compare it before and after, so they take one lock and run one at a time.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static MACHINE: Mutex<()> = Mutex::new(());
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_schedkit")
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}
+
+fn schedkit(args: &[&str], state: &Path) -> Output {
+    Command::new(bin())
+        .args(args)
+        .env("SCHEDKIT_STATE_DIR", state)
+        .output()
+        .unwrap()
+}
+
+/// Everything exclusive mode may change.
+#[derive(Debug, PartialEq)]
+struct MachineState {
+    irqs: Vec<(String, String)>,
+    rt_runtime: String,
+    affinities: Vec<(i32, String)>,
+}
+
+fn machine_state(pids: &[i32]) -> MachineState {
+    let mut irqs = Vec::new();
+    for e in std::fs::read_dir("/proc/irq").unwrap().flatten() {
+        let p = e.path().join("smp_affinity");
+        if let Ok(m) = std::fs::read_to_string(&p) {
+            irqs.push((e.file_name().to_string_lossy().to_string(), m));
+        }
+    }
+    irqs.sort();
+    let rt_runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
+    let affinities = pids
+        .iter()
+        .map(|&p| {
+            let s = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+            let l = s
+                .lines()
+                .find(|l| l.starts_with("Cpus_allowed_list:"))
+                .unwrap_or("")
+                .to_string();
+            (p, l)
+        })
+        .collect();
+    MachineState {
+        irqs,
+        rt_runtime,
+        affinities,
+    }
+}
+
+fn keys(v: &serde_json::Value, prefix: &str, out: &mut BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = format!("{prefix}.{k}");
+                out.insert(p.clone());
+                keys(x, &p, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            if let Some(x) = a.first() {
+                keys(x, &format!("{prefix}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+const SCENARIO: &str = r#"
+cores = 2
+[policy]
+name = "POLICY"
+[run]
+horizon = "3s"
+[[group]]
+name = "g"
+[[process]]
+name = "spin"
+work = "spin"
+threads = 2
+burst = "40ms"
+group = "g"
+[[process]]
+name = "walk"
+work = "stride"
+array = "1MB"
+stride = "4160B"
+arrival = "20ms"
+burst = "40ms"
+"#;
+
+#[test]
+fn run_and_sim_reports_have_the_same_keys() {
+    let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let sim_f = dir.path().join("sim.toml");
+    let run_f = dir.path().join("run.toml");
+    std::fs::write(&sim_f, SCENARIO.replace("POLICY", "fcfs")).unwrap();
+    std::fs::write(&run_f, SCENARIO.replace("POLICY", "default")).unwrap();
+    let sim = schedkit(&["sim", sim_f.to_str().unwrap(), "--json"], dir.path());
+    assert!(
+        sim.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sim.stderr)
+    );
+    let run = schedkit(&["run", run_f.to_str().unwrap(), "--json"], dir.path());
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let sim: serde_json::Value = serde_json::from_slice(&sim.stdout).unwrap();
+    let run: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let (mut a, mut b) = (BTreeSet::new(), BTreeSet::new());
+    keys(&sim, "", &mut a);
+    keys(&run, "", &mut b);
+    assert_eq!(a, b);
+    assert!(a.contains(".summary.max_abs_lag_ns") && a.contains(".threads[].turnaround_ns"));
+    // The real run really ran: every thread finished with its 40 ms of CPU.
+    assert_eq!(run["engine"], "run");
+    let threads = run["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 3);
+    for t in threads {
+        let cpu = t["cpu_ns"].as_u64().unwrap();
+        assert!(cpu >= 35_000_000 && cpu <= 60_000_000, "{t}");
+        assert!(t["finish_ns"].as_u64().is_some(), "{t}");
+    }
+    assert!(run["processes"][1]["work_done"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn bad_input_exits_2_and_changes_nothing() {
+    let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let before = machine_state(&[1]);
+    let cpus_f = dir.path().join("cpus.toml");
+    std::fs::write(
+        &cpus_f,
+        "cores = 4096\n[policy]\nname = \"exclusive\"\n[[process]]\nname = \"a\"\ncpus = [4000]\nburst = \"10ms\"\n",
+    )
+    .unwrap();
+    let nocmd_f = dir.path().join("nocmd.toml");
+    std::fs::write(
+        &nocmd_f,
+        "[policy]\nname = \"default\"\n[[process]]\nname = \"a\"\ncommand = [\"/nonexistent/schedkit-no-such-prog\"]\n",
+    )
+    .unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["run", "--exclusive", "--", "schedkit-no-such-command-xyz"],
+            "not found",
+        ),
+        (vec!["run", nocmd_f.to_str().unwrap()], "not found"),
+        (
+            vec!["run", cpus_f.to_str().unwrap()],
+            "CPU 4000 does not exist",
+        ),
+        (
+            vec!["run", "--exclusive", "--system-cores", "77", "--", "true"],
+            "does not exist",
+        ),
+        (
+            vec!["run", "--exclusive", "--priority", "100", "--", "true"],
+            "100",
+        ),
+        (
+            vec!["run", "--exclusive", "--priority", "0", "--", "true"],
+            "0",
+        ),
+        (
+            vec!["run", "/nonexistent/scenario.toml"],
+            "cannot read scenario",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = schedkit(&args, &state);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        // One clear line (clap adds usage lines for its own errors; ours are one line).
+        if !args.contains(&"--priority") {
+            assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        }
+    }
+    assert_eq!(machine_state(&[1]), before);
+    assert!(!state.exists() || std::fs::read_dir(&state).unwrap().next().is_none());
+}
+
+#[test]
+fn sigkilled_exclusive_run_is_undone_by_restore() {
+    if !is_root() {
+        eprintln!("skipped: exclusive mode moves IRQs and other threads, which needs root");
+        return;
+    }
+    let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    // A bystander process whose affinity exclusive mode will narrow.
+    let mut bystander = Command::new("sleep").arg("30").spawn().unwrap();
+    let by = bystander.id() as i32;
+    let before = machine_state(&[1, by]);
+    let mut run = Command::new(bin())
+        .args([
+            "run",
+            "--exclusive",
+            "--rt-throttle",
+            "off",
+            "--horizon",
+            "20s",
+            "--",
+            "sh",
+            "-c",
+            "while :; do :; done",
+        ])
+        .env("SCHEDKIT_STATE_DIR", &state)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the changes are in force.
+    let t0 = Instant::now();
+    loop {
+        let now = machine_state(&[1, by]);
+        if now.rt_runtime.trim() == "-1" && now.affinities != before.affinities {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "exclusive mode never took effect: {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let during = machine_state(&[1, by]);
+    run.kill().unwrap(); // SIGKILL
+    run.wait().unwrap();
+    assert_ne!(during, before, "the run changed nothing to restore");
+    // The job died with schedkit (PDEATHSIG); the journal is still there.
+    let journals: Vec<_> = std::fs::read_dir(&state).unwrap().flatten().collect();
+    assert_eq!(journals.len(), 1);
+    let out = schedkit(&["restore"], &state);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = machine_state(&[1, by]);
+    bystander.kill().ok();
+    bystander.wait().ok();
+    assert_eq!(after, before, "restore left differences");
+    assert!(std::fs::read_dir(&state).unwrap().next().is_none());
+    // A second restore finds nothing.
+    let out = schedkit(&["restore"], &state);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to restore"));
+}
