@@ -33,6 +33,17 @@ enum Command {
     Topo(crate::topo::TopoArgs),
     /// Undo what a killed `schedkit run` left changed (IRQ masks, affinities, sysctls).
     Restore(crate::restore::RestoreArgs),
+    /// Run one of the papers' experiments on this machine (tables, JSON, SVG charts).
+    #[command(subcommand)]
+    Experiment(ExperimentCommand),
+}
+
+/// `schedkit experiment NAME`: one variant per experiment.
+#[derive(Subcommand)]
+enum ExperimentCommand {
+    /// Seed 003: blocked Gaussian elimination with 32..7936 user threads under the scheduler
+    /// architectures A0, A1, A2 and the `may` crate's coroutines.
+    FibersGauss(crate::experiment_fibers::FibersGaussArgs),
 }
 
 /// Where a report goes besides the table on stdout.
@@ -98,6 +109,9 @@ pub fn main() -> ExitCode {
         Command::Run(a) => crate::run::run(a),
         Command::Topo(a) => crate::topo::topo(a),
         Command::Restore(a) => crate::restore::restore(a),
+        Command::Experiment(e) => match e {
+            ExperimentCommand::FibersGauss(a) => crate::experiment_fibers::run(a),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
