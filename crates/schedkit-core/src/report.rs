@@ -395,6 +395,12 @@ impl Metrics {
             self.recompute_gps(d);
         }
         self.sample(end.0);
+        // Settle GPS up to the end: `gps_settled` only counts up to the last change of the
+        // runnable set, and the shares below read it.
+        for e in &mut self.entities {
+            e.gps_settled = e.ideal_at(end.0);
+            e.gps_since = end.0;
+        }
         let window = end.0.max(1);
         let capacity = (self.cores as u64 * window) as f64;
 

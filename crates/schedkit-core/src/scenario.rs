@@ -470,7 +470,14 @@ impl Scenario {
         let loc = Locator { file, text };
         let raw: RawScenario = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
-            let msg = e.message().to_string();
+            let msg = e.message().trim().to_string();
+            // The TOML parser leaves the message empty for some syntax errors (a key with
+            // no value at the end of the text); the user still needs a sentence.
+            let msg = if msg.is_empty() {
+                "invalid TOML here (a value is missing or malformed)".to_string()
+            } else {
+                msg
+            };
             // `unknown field `x`` errors point at the key itself; others at the value.
             let field = msg
                 .strip_prefix("unknown field `")

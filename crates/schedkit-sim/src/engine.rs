@@ -456,8 +456,10 @@ impl<'a> Engine<'a> {
         let c = &mut self.cores[core];
         c.running = None;
         c.generation += 1;
+        // A thread still in its context-switch overhead was never dispatched: there is
+        // nothing to deschedule, and if it is picked again it is dispatched afresh.
+        c.vacated = (!c.switching).then_some((slot, reason));
         c.switching = false;
-        c.vacated = Some((slot, reason));
         self.running[core] = None;
         self.threads[slot as usize].state = ThreadState::Ready;
     }
@@ -616,7 +618,11 @@ impl<'a> Engine<'a> {
         if let Some(s) = slice {
             end = end.min(now + s.max(Nanos(1)));
         }
-        self.push(end, Kind::SliceEnd { core, generation });
+        // At the horizon itself the slice would end at `now` again and again (an endless
+        // batch loop for sliced policies with unbounded work); `stop_all_at_end` stops it.
+        if end > now {
+            self.push(end, Kind::SliceEnd { core, generation });
+        }
     }
 
     /// Deschedules everything still running at the end of the window.
@@ -735,14 +741,17 @@ impl<'a> Engine<'a> {
                             let cc = &mut self.cores[c];
                             cc.running = None;
                             cc.generation += 1;
-                            cc.switching = false;
+                            // Not dispatched yet if still switching: no Deschedule then.
+                            let dispatched = !std::mem::take(&mut cc.switching);
                             self.running[c] = None;
-                            self.emit(Event::Deschedule {
-                                t: now,
-                                core: c,
-                                slot,
-                                reason: Reason::Blocked,
-                            });
+                            if dispatched {
+                                self.emit(Event::Deschedule {
+                                    t: now,
+                                    core: c,
+                                    slot,
+                                    reason: Reason::Blocked,
+                                });
+                            }
                         }
                         ThreadState::Ready => {
                             pcall!(self, remove(slot));

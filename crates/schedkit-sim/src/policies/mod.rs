@@ -5,12 +5,15 @@
 pub mod dm;
 pub mod edf;
 pub mod fcfs;
+pub mod lottery;
+pub mod mlfq;
 pub mod pedf;
 pub mod priority;
 pub mod rm;
 pub mod rr;
 pub mod sjf;
 pub mod srtf;
+pub mod stride;
 
 use crate::keyed::Keyed;
 use crate::policy::Dispatcher;
@@ -31,6 +34,9 @@ pub const SIM_POLICIES: &[PolicyName] = &[
     PolicyName::Rr,
     PolicyName::Priority,
     PolicyName::PriorityPreemptive,
+    PolicyName::Lottery,
+    PolicyName::Stride,
+    PolicyName::Mlfq,
     PolicyName::Edf,
     PolicyName::Rm,
     PolicyName::Dm,
@@ -54,6 +60,16 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
         PolicyName::Edf | PolicyName::Gedf => plain(Box::new(Keyed::new(edf::Edf))),
         PolicyName::Rm => plain(Box::new(Keyed::new(rm::Rm))),
         PolicyName::Dm => plain(Box::new(Keyed::new(dm::Dm))),
+        PolicyName::Lottery => plain(Box::new(lottery::Lottery::new(
+            scenario.policy.seed,
+            scenario.cores,
+        ))),
+        PolicyName::Stride => plain(Box::<stride::Stride>::default()),
+        PolicyName::Mlfq => plain(Box::new(mlfq::Mlfq::new(
+            scenario.policy.levels,
+            scenario.policy.quantum,
+            scenario.policy.boost,
+        ))),
         PolicyName::Pedf => plain(Box::new(pedf::build(scenario)?)),
         other => {
             return Err(scenario.policy_error(format!(
