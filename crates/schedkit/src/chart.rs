@@ -724,6 +724,9 @@ pub struct BarSeries {
     pub name: String,
     pub values: Vec<f64>,
     pub errors: Option<Vec<(f64, f64)>>,
+    /// A reference value per bar (e.g. the GPS share of that run), drawn as a black tick
+    /// across the bar; named in the legend by [`BarChart::marks_label`].
+    pub marks: Option<Vec<f64>>,
 }
 
 impl BarSeries {
@@ -732,7 +735,15 @@ impl BarSeries {
             name: name.to_string(),
             values,
             errors: None,
+            marks: None,
         }
+    }
+
+    /// Adds a reference mark per bar.
+    pub fn with_marks(mut self, marks: Vec<f64>) -> BarSeries {
+        assert_eq!(marks.len(), self.values.len(), "one mark per bar");
+        self.marks = Some(marks);
+        self
     }
 
     pub fn with_errors(mut self, errors: Vec<(f64, f64)>) -> BarSeries {
@@ -753,6 +764,8 @@ pub struct BarChart {
     /// Optional reference marks per category (e.g. the GPS share), drawn as a black tick
     /// across the group and listed in the legend under this name.
     pub reference: Option<(String, Vec<f64>)>,
+    /// Legend name of the per-bar marks of the series (see [`BarSeries::with_marks`]).
+    pub marks_label: String,
 }
 
 impl BarChart {
@@ -764,6 +777,7 @@ impl BarChart {
             categories,
             series: Vec::new(),
             reference: None,
+            marks_label: "reference".into(),
         }
     }
 
@@ -803,6 +817,13 @@ impl Chart for BarChart {
                 line: true,
             });
         }
+        if self.series.iter().any(|s| s.marks.is_some()) {
+            legend.push(LegendEntry {
+                name: self.marks_label.clone(),
+                color: "#111111".into(),
+                line: true,
+            });
+        }
         let top = header(svg, area, &self.title, &legend);
         let n = self.categories.len().max(1) as f64;
         let plot_w = area.w - 70.0 - 25.0;
@@ -832,7 +853,15 @@ impl Chart for BarChart {
                     .flat_map(|e| e.iter().flat_map(|(a, b)| [*a, *b])),
             )
         });
-        let refs = self.reference.iter().flat_map(|(_, v)| v.iter().copied());
+        let refs = self
+            .reference
+            .iter()
+            .flat_map(|(_, v)| v.iter().copied())
+            .chain(
+                self.series
+                    .iter()
+                    .flat_map(|s| s.marks.iter().flatten().copied()),
+            );
         let (lo, hi) = data_range(vals.chain(refs), true);
         let ys = y_axis(svg, plot, &self.y, lo, hi);
         let k = self.series.len().max(1) as f64;
@@ -855,6 +884,10 @@ impl Chart for BarChart {
                     &color(si),
                     Some(tip.trim_end()),
                 );
+                if let Some(marks) = &s.marks {
+                    let my = ys.map(marks[ci]);
+                    svg.line(x - 1.0, my, x + bar_w, my, "#111111", 2.0);
+                }
                 if let Some(errs) = &s.errors {
                     let (elo, ehi) = errs[ci];
                     error_bar(

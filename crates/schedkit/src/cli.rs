@@ -27,6 +27,8 @@ struct Cli {
 enum Command {
     /// Simulate a scenario file on modelled cores and print the report.
     Sim(SimArgs),
+    /// Simulate one scenario under several policies and compare them side by side.
+    Compare(crate::compare::CompareArgs),
     /// Run a scenario on this machine's real cores (or one command: `run --exclusive -- CMD`).
     Run(crate::run::RunArgs),
     /// Show the machine's topology (CPUs, cores, SMT siblings, caches, NUMA nodes).
@@ -106,6 +108,7 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Sim(a) => sim(a),
+        Command::Compare(a) => crate::compare::compare(a),
         Command::Run(a) => crate::run::run(a),
         Command::Topo(a) => crate::topo::topo(a),
         Command::Restore(a) => crate::restore::restore(a),

@@ -5,6 +5,7 @@
 mod chart;
 mod chrome;
 mod cli;
+mod compare;
 mod experiment_fibers;
 mod gantt;
 mod output;
