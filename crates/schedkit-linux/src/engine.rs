@@ -97,6 +97,9 @@ pub struct RunOptions {
     pub progress: Option<Box<dyn FnMut(f64)>>,
     /// Counter source (tests pass a fake one).
     pub counters: Option<Box<dyn CounterSource>>,
+    /// Iterations per thread of built-in workloads (experiments fix the amount of work, not
+    /// the CPU time); `None`: the scenario's `burst` or the horizon decides.
+    pub iterations: Option<u64>,
 }
 
 impl RunOptions {
@@ -110,6 +113,7 @@ impl RunOptions {
             stop: Arc::new(AtomicBool::new(false)),
             progress: None,
             counters: None,
+            iterations: None,
         }
     }
 }
@@ -453,7 +457,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         work: sp.work.clone(),
                         threads: sp.threads,
                         burst: sp.burst.map(|b| b.0),
-                        iterations: None,
+                        iterations: opts.iterations,
                     };
                     let base = next_pin;
                     next_pin += sp.threads as usize;

@@ -165,3 +165,10 @@ pub fn terminate(pid: i32, grace: std::time::Duration) -> String {
     unsafe { libc::waitpid(pid, &mut st, 0) };
     "killed at the horizon".into()
 }
+
+/// Makes the calling process receive SIGKILL when its parent (thread) exits, so helpers such
+/// as an experiment's CPU hogs never outlive the run that started them.
+pub fn die_with_parent() {
+    // SAFETY: prctl with plain arguments.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+}
