@@ -7,15 +7,12 @@ pub mod edf;
 pub mod fcfs;
 pub mod lottery;
 pub mod mlfq;
-pub mod lottery;
-pub mod mlfq;
 pub mod pedf;
 pub mod priority;
 pub mod rm;
 pub mod rr;
 pub mod sjf;
 pub mod srtf;
-pub mod stride;
 pub mod stride;
 
 use crate::keyed::Keyed;
@@ -37,9 +34,6 @@ pub const SIM_POLICIES: &[PolicyName] = &[
     PolicyName::Rr,
     PolicyName::Priority,
     PolicyName::PriorityPreemptive,
-    PolicyName::Lottery,
-    PolicyName::Stride,
-    PolicyName::Mlfq,
     PolicyName::Lottery,
     PolicyName::Stride,
     PolicyName::Mlfq,
@@ -66,16 +60,6 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
         PolicyName::Edf | PolicyName::Gedf => plain(Box::new(Keyed::new(edf::Edf))),
         PolicyName::Rm => plain(Box::new(Keyed::new(rm::Rm))),
         PolicyName::Dm => plain(Box::new(Keyed::new(dm::Dm))),
-        PolicyName::Lottery => plain(Box::new(lottery::Lottery::new(
-            scenario.policy.seed,
-            scenario.cores,
-        ))),
-        PolicyName::Stride => plain(Box::<stride::Stride>::default()),
-        PolicyName::Mlfq => plain(Box::new(mlfq::Mlfq::new(
-            scenario.policy.levels,
-            scenario.policy.quantum,
-            scenario.policy.boost,
-        ))),
         PolicyName::Lottery => plain(Box::new(lottery::Lottery::new(
             scenario.policy.seed,
             scenario.cores,
