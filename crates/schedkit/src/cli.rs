@@ -46,6 +46,9 @@ enum ExperimentCommand {
     /// Seed 003: blocked Gaussian elimination with 32..7936 user threads under the scheduler
     /// architectures A0, A1, A2 and the `may` crate's coroutines.
     FibersGauss(crate::experiment_fibers::FibersGaussArgs),
+    /// Seed 000 Table 2: a strided walk over 5 MB, 1..N threads, default (D) vs exclusive (C)
+    /// configuration, under no load and two kinds of CPU hogs; mean with 95 % CI.
+    Exclusive(crate::experiment_exclusive::ExclusiveExpArgs),
 }
 
 /// Where a report goes besides the table on stdout.
@@ -114,6 +117,7 @@ pub fn main() -> ExitCode {
         Command::Restore(a) => crate::restore::restore(a),
         Command::Experiment(e) => match e {
             ExperimentCommand::FibersGauss(a) => crate::experiment_fibers::run(a),
+            ExperimentCommand::Exclusive(a) => crate::experiment_exclusive::run(a),
         },
     };
     match result {

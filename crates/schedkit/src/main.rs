@@ -5,6 +5,7 @@
 mod chart;
 mod chrome;
 mod cli;
+mod experiment_exclusive;
 mod compare;
 mod experiment_fibers;
 mod gantt;
