@@ -487,8 +487,9 @@ fn check_trace(
         .map(|p| p.ideal_share * s.cores as f64 * window as f64)
         .sum();
     let tolerance = 1e-9 * (s.cores as f64 * window as f64) + 1.0;
+    let close = (ideal - gps_integral).abs() <= tolerance;
     ensure!(
-        (ideal - gps_integral).abs() <= tolerance,
+        close,
         "GPS ideal CPU {ideal:.1} ns vs integral of min(cores, runnable) {gps_integral:.1} ns"
     );
     Ok(())

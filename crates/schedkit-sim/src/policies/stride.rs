@@ -191,3 +191,41 @@ impl Dispatcher for Stride {
         self.leave(slot);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::simulate_report;
+    use schedkit_core::scenario::Scenario;
+
+    fn cpu_ms(text: &str) -> Vec<f64> {
+        let s = Scenario::parse("stride.toml", text).unwrap();
+        let (r, _, stats) = simulate_report(&s, false).unwrap();
+        assert_eq!(stats.invariants.invalid_picks, 0);
+        r.processes.iter().map(|p| p.cpu_ns as f64 / 1e6).collect()
+    }
+
+    #[test]
+    fn tickets_3_2_1_get_exact_shares_every_six_quanta() {
+        for horizon in [6, 60, 600] {
+            let got = cpu_ms(&format!(
+                "[policy]\nname = \"stride\"\nquantum = \"1ms\"\n[run]\nhorizon = \"{horizon}ms\"\n\
+                 [[process]]\nname = \"A\"\ntickets = 3\n[[process]]\nname = \"B\"\ntickets = 2\n\
+                 [[process]]\nname = \"C\"\ntickets = 1\n"
+            ));
+            let k = horizon as f64 / 6.0;
+            assert_eq!(got, vec![3.0 * k, 2.0 * k, k], "horizon {horizon} ms");
+        }
+    }
+
+    #[test]
+    fn a_newcomer_starts_at_the_global_pass() {
+        // A runs alone for 100 ms; B (same tickets) arrives then. Starting at the global pass,
+        // B gets half of the next 100 ms, not all of it (no credit for before it existed).
+        let got = cpu_ms(
+            "[policy]\nname = \"stride\"\nquantum = \"1ms\"\n[run]\nhorizon = \"200ms\"\n\
+             [[process]]\nname = \"A\"\n[[process]]\nname = \"B\"\narrival = \"100ms\"\n",
+        );
+        assert!((got[1] - 50.0).abs() <= 1.0, "B got {} ms of 100", got[1]);
+        assert!((got[0] - 150.0).abs() <= 1.0, "A got {} ms", got[0]);
+    }
+}
