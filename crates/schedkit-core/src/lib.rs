@@ -5,9 +5,11 @@
 //! - [`trace`]: the event log both engines write;
 //! - [`report`]: every metric, computed once from the trace;
 //! - [`gps`]: the GPS ideal reference;
+//! - [`controllers`]: the fair-share controllers (PFS, TFPS, TWRS, shuttle balancer, tenants);
 //! - [`weights`]: the kernel's nice-to-weight table.
 
 pub mod control;
+pub mod controllers;
 pub mod generate;
 pub mod gps;
 pub mod report;

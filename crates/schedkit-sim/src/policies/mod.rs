@@ -2,6 +2,7 @@
 //!
 //! One file per policy; each opens with the policy, its source and its invariants.
 
+pub mod cfs;
 pub mod dm;
 pub mod edf;
 pub mod fcfs;
@@ -34,6 +35,12 @@ pub const SIM_POLICIES: &[PolicyName] = &[
     PolicyName::Rr,
     PolicyName::Priority,
     PolicyName::PriorityPreemptive,
+    PolicyName::Cfs,
+    PolicyName::Pfs,
+    PolicyName::Tfps,
+    PolicyName::Twrs,
+    PolicyName::GlobalFair,
+    PolicyName::Tenants,
     PolicyName::Lottery,
     PolicyName::Stride,
     PolicyName::Mlfq,
@@ -59,6 +66,17 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
         PolicyName::PriorityPreemptive => plain(Box::new(Keyed::new(priority::Priority::<true>))),
         PolicyName::Edf | PolicyName::Gedf => plain(Box::new(Keyed::new(edf::Edf))),
         PolicyName::Rm => plain(Box::new(Keyed::new(rm::Rm))),
+        // The CFS model alone, or under a fair-share controller that changes weights or
+        // moves threads (schedkit_core::controllers).
+        PolicyName::Cfs
+        | PolicyName::Pfs
+        | PolicyName::Tfps
+        | PolicyName::Twrs
+        | PolicyName::GlobalFair
+        | PolicyName::Tenants => Policy {
+            dispatcher: Box::new(cfs::Cfs::new(&scenario.policy, scenario.cores)),
+            controller: schedkit_core::controllers::build(scenario),
+        },
         PolicyName::Dm => plain(Box::new(Keyed::new(dm::Dm))),
         PolicyName::Lottery => plain(Box::new(lottery::Lottery::new(
             scenario.policy.seed,
