@@ -27,6 +27,10 @@ struct Cli {
 enum Command {
     /// Simulate a scenario file on modelled cores and print the report.
     Sim(SimArgs),
+    /// Measure the simulator's speed (events/s, jobs/s, peak memory) and export task sets for
+    /// peer simulators.
+    #[command(subcommand)]
+    Bench(crate::bench::BenchCommand),
     /// Simulate one scenario under several policies and compare them side by side.
     Compare(crate::compare::CompareArgs),
     /// Run a scenario on this machine's real cores (or one command: `run --exclusive -- CMD`).
@@ -68,6 +72,8 @@ struct SimArgs {
     file: PathBuf,
     #[command(flatten)]
     report: ReportArgs,
+    #[command(flatten)]
+    sweep: crate::sweep::SweepArgs,
     /// Also draw a Gantt chart (one lane per core, a colour per process) into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     gantt: Option<PathBuf>,
@@ -111,6 +117,7 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Sim(a) => sim(a),
+        Command::Bench(b) => crate::bench::run(b),
         Command::Compare(a) => crate::compare::compare(a),
         Command::Run(a) => crate::run::run(a),
         Command::Topo(a) => crate::topo::topo(a),
@@ -130,6 +137,9 @@ pub fn main() -> ExitCode {
 }
 
 fn sim(a: SimArgs) -> Result<(), Failure> {
+    if a.sweep.sweep.is_some() {
+        return crate::sweep::run(&a.file, &a.sweep, a.report.json);
+    }
     let scenario = Scenario::load(&a.file)?;
     let keep_trace = a.gantt.is_some() || a.trace.is_some();
     let (report, trace, stats) = schedkit_sim::simulate_report(&scenario, keep_trace)?;

@@ -1,5 +1,6 @@
 //! The `schedkit` command line: plan in the simulator, run on real cores, compare.
 
+mod bench;
 // The charting API is shared by every subcommand and experiment; not each uses every chart kind.
 #[allow(dead_code)]
 mod chart;
@@ -12,6 +13,7 @@ mod gantt;
 mod output;
 mod restore;
 mod run;
+mod sweep;
 mod topo;
 
 use std::process::ExitCode;
