@@ -6,10 +6,12 @@
 //! - [`report`]: every metric, computed once from the trace;
 //! - [`gps`]: the GPS ideal reference;
 //! - [`controllers`]: the fair-share controllers (PFS, TFPS, TWRS, shuttle balancer, tenants);
+//! - [`gang_overhead`]: seed 002's switch-overhead model for gang scheduling;
 //! - [`weights`]: the kernel's nice-to-weight table.
 
 pub mod control;
 pub mod controllers;
+pub mod gang_overhead;
 pub mod generate;
 pub mod gps;
 pub mod report;

@@ -13,11 +13,13 @@
 //! | `twrs` | [`twrs::Twrs`] | 3.4.3, eq. 3.3 | `SetWeight`: x (threads on core - own threads) |
 //! | `global-fair` | [`global_fair::GlobalFair`] | 4.4 | `Migrate`: the shuttle process |
 //! | `tenants` | [`tenants::Tenants`] | 5.3 | `SetWeight`: group weight split among threads |
+//! | `gang` | [`gang::Gang`] | seed 002, Ousterhout matrix | `Migrate`, `Stop`/`Resume` per time slot |
 //!
 //! Threads that arrive between two ticks run at their scenario weight until the next tick (at
 //! most one period): controllers act periodically, as the thesis's kernel code does once per
 //! scheduling round.
 
+pub mod gang;
 pub mod global_fair;
 pub mod pfs;
 pub mod tenants;
@@ -40,6 +42,7 @@ pub fn build(scenario: &Scenario) -> Option<Box<dyn Controller>> {
             spec.imbalance_pct,
         )),
         PolicyName::Tenants => Box::new(tenants::Tenants::new(spec.period)),
+        PolicyName::Gang => Box::new(gang::Gang::new(spec.quantum, scenario.cores)),
         _ => return None,
     })
 }
