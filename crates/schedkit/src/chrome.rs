@@ -80,10 +80,8 @@ pub fn render(scenario: &Scenario, policy: &str, trace: &TraceLog, end: Nanos) -
         });
     }
 
-    // Instants need the slot -> owner map as it was at the time (slots are recycled), and
-    // open jobs to detect deadline misses.
+    // Instants need the slot -> owner map as it was at the time (slots are recycled).
     let mut owners: HashMap<Slot, Owner> = HashMap::new();
-    let mut open_jobs: BTreeMap<(usize, u64), Nanos> = BTreeMap::new();
     let instant = |name: String, t: Nanos, tid: u64, cat: &'static str, args: Value| TraceEvent {
         name,
         ph: "i",
@@ -118,7 +116,6 @@ pub fn render(scenario: &Scenario, policy: &str, trace: &TraceLog, end: Nanos) -
                 job,
                 deadline,
             } => {
-                open_jobs.insert((*task, *job), *deadline);
                 let name = &scenario.tasks[*task].name;
                 events.push(instant(
                     format!("release {name}"),
@@ -127,13 +124,6 @@ pub fn render(scenario: &Scenario, policy: &str, trace: &TraceLog, end: Nanos) -
                     "release",
                     json!({ "task": name, "job": job, "deadline_us": us(*deadline) }),
                 ));
-            }
-            Event::JobFinish { t, task, job } => {
-                if let Some(deadline) = open_jobs.remove(&(*task, *job)) {
-                    if *t > deadline {
-                        events.push(miss(scenario, *task, *job, deadline, Some(*t), jobs_tid));
-                    }
-                }
             }
             Event::Mark { t, label } => {
                 events.push(TraceEvent {
@@ -144,11 +134,8 @@ pub fn render(scenario: &Scenario, policy: &str, trace: &TraceLog, end: Nanos) -
             _ => {}
         }
     }
-    // Jobs still open at the end whose deadline has passed missed it too.
-    for ((task, job), deadline) in open_jobs {
-        if deadline < end {
-            events.push(miss(scenario, task, job, deadline, None, jobs_tid));
-        }
+    for m in deadline_misses(trace, end) {
+        events.push(miss(scenario, &m, jobs_tid));
     }
     events.sort_by(|a, b| {
         a.ts.total_cmp(&b.ts)
@@ -183,19 +170,65 @@ pub fn render(scenario: &Scenario, policy: &str, trace: &TraceLog, end: Nanos) -
     json!({ "traceEvents": all, "displayTimeUnit": "ms" })
 }
 
-fn miss(
-    s: &Scenario,
-    task: usize,
-    job: u64,
-    deadline: Nanos,
-    finish: Option<Nanos>,
-    tid: u64,
-) -> TraceEvent {
+/// A real-time job that finished after its deadline, or had not finished when the window
+/// ended after its deadline (`finish` is `None`).
+pub struct Miss {
+    pub task: usize,
+    pub job: u64,
+    pub deadline: Nanos,
+    pub finish: Option<Nanos>,
+}
+
+/// The deadline misses of a trace ending at `end`, in order of deadline.
+pub fn deadline_misses(trace: &TraceLog, end: Nanos) -> Vec<Miss> {
+    let mut open: BTreeMap<(usize, u64), Nanos> = BTreeMap::new();
+    let mut out = Vec::new();
+    for e in &trace.events {
+        match *e {
+            Event::JobRelease {
+                task,
+                job,
+                deadline,
+                ..
+            } => {
+                open.insert((task, job), deadline);
+            }
+            Event::JobFinish { t, task, job } => {
+                if let Some(deadline) = open.remove(&(task, job)) {
+                    if t > deadline {
+                        out.push(Miss {
+                            task,
+                            job,
+                            deadline,
+                            finish: Some(t),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out.extend(
+        open.into_iter()
+            .filter(|(_, deadline)| *deadline < end)
+            .map(|((task, job), deadline)| Miss {
+                task,
+                job,
+                deadline,
+                finish: None,
+            }),
+    );
+    out.sort_by_key(|m| (m.deadline, m.task, m.job));
+    out
+}
+
+fn miss(s: &Scenario, m: &Miss, tid: u64) -> TraceEvent {
+    let (task, job, finish) = (m.task, m.job, m.finish);
     let name = &s.tasks[task].name;
     TraceEvent {
         name: format!("deadline miss {name}"),
         ph: "i",
-        ts: us(deadline),
+        ts: us(m.deadline),
         dur: None,
         pid: PID,
         tid,

@@ -69,9 +69,16 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
     let ns_per_px = end_ns as f64 / plot_w;
 
     let owners = scenario.processes.len() + scenario.tasks.len();
-    let legend: Vec<LegendEntry> = (0..owners)
+    let mut legend: Vec<LegendEntry> = (0..owners)
         .map(|k| LegendEntry::new(key_name(scenario, k), &chart::color(k)))
         .collect();
+    if !scenario.tasks.is_empty() {
+        legend.push(LegendEntry {
+            name: "deadline miss".into(),
+            color: "#111111".into(),
+            line: true,
+        });
+    }
     let legend_h = legend_height(&legend, WIDTH - LEFT - RIGHT);
     // Lanes shrink with the core count so 64 cores still fit on a page.
     let lane_h = (360.0 / cores as f64).clamp(8.0, 40.0);
@@ -98,10 +105,15 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
         WIDTH / 2.0,
         46.0,
         &format!(
-            "{} run intervals over {} {} · one lane per core, one colour per process",
+            "{} run intervals over {} {} · one lane per core, one colour per {}",
             intervals.len(),
             chart::num(end_ns as f64 / div),
-            unit
+            unit,
+            match (scenario.processes.is_empty(), scenario.tasks.is_empty()) {
+                (false, true) => "process",
+                (true, false) => "task",
+                _ => "process or task",
+            }
         ),
         11.0,
         Anchor::Middle,
@@ -246,6 +258,22 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
             flush(run, columns, &mut svg);
         }
     }
+    // Deadline misses: a black line across the lanes at the missed deadline.
+    let misses = crate::chrome::deadline_misses(trace, Nanos(end_ns));
+    for m in &misses {
+        let x = x_of(m.deadline.0);
+        let tip = format!(
+            "deadline miss: {} job {} (deadline {} {unit}{})",
+            scenario.tasks[m.task].name,
+            m.job,
+            chart::num(m.deadline.0 as f64 / div),
+            m.finish.map_or(", unfinished".into(), |f| format!(
+                ", finished {} {unit}",
+                chart::num(f.0 as f64 / div)
+            ))
+        );
+        svg.rect(x - 1.0, top - 4.0, 2.0, plot_h + 8.0, "#111111", Some(&tip));
+    }
     svg.frame(LEFT, top, plot_w, plot_h, "#888888");
     svg.finish()
 }
@@ -288,5 +316,16 @@ mod tests {
         let rects = svg.matches("<rect").count();
         assert!(rects < 2 * 1200 + 200, "{rects} rects");
         assert!(svg.contains(">p59<"));
+    }
+
+    #[test]
+    fn deadline_misses_are_marked() {
+        let svg = run(include_str!("../../../examples/realtime/dhall.toml"));
+        // Global EDF: the heavy task's first job finishes at 12 ms, after its 11 ms deadline.
+        assert!(
+            svg.contains("deadline miss: heavy job 0 (deadline 11 ms, finished 12 ms)"),
+            "{svg}"
+        );
+        assert!(svg.contains("one colour per task"));
     }
 }
