@@ -10,6 +10,7 @@
 //!
 //! Format reference: "Trace Event Format" (Google, the JSON Object Format with `traceEvents`).
 
+use schedkit_core::report::Report;
 use schedkit_core::scenario::Scenario;
 use schedkit_core::trace::{Event, Owner, Slot, TraceLog};
 use schedkit_core::Nanos;
@@ -60,8 +61,10 @@ fn owner_label(s: &Scenario, o: &Owner) -> (String, Value) {
 }
 
 /// Builds the trace-event document for `trace` (which ends at `end`).
-pub fn render(scenario: &Scenario, policy: &str, trace: &TraceLog, end: Nanos) -> Value {
-    let cores = scenario.cores;
+pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos) -> Value {
+    // The report's core count: the modelled cores for `sim`, the machine's for `run`.
+    let cores = report.cores;
+    let policy = &report.policy;
     let jobs_tid = cores as u64;
     let mut events: Vec<TraceEvent> = Vec::new();
 
@@ -145,7 +148,7 @@ pub fn render(scenario: &Scenario, policy: &str, trace: &TraceLog, end: Nanos) -
 
     let mut meta = vec![json!({
         "name": "process_name", "ph": "M", "pid": PID, "tid": 0,
-        "args": { "name": format!("schedkit sim · {} · policy {policy}", scenario.file) }
+        "args": { "name": format!("schedkit {} · {} · policy {policy}", report.engine, scenario.file) }
     })];
     for core in 0..cores {
         meta.push(json!({
@@ -246,7 +249,7 @@ mod tests {
         let s = Scenario::parse("t.toml", text).unwrap();
         let (report, trace, stats) = schedkit_sim::simulate_report(&s, true).unwrap();
         // Round-trip through text, as a viewer would read it.
-        let v = render(&s, &report.policy, &trace.unwrap(), stats.end);
+        let v = render(&s, &report, &trace.unwrap(), stats.end);
         serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap()
     }
 

@@ -64,7 +64,8 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
         .max(end.0)
         .max(1);
     let (div, unit) = chart::time_unit(end_ns);
-    let cores = scenario.cores.max(1);
+    // The report's core count: the modelled cores for `sim`, the machine's for `run`.
+    let cores = report.cores.max(1);
     let plot_w = WIDTH - LEFT - RIGHT;
     let ns_per_px = end_ns as f64 / plot_w;
 
@@ -94,11 +95,16 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
             s.to_string_lossy().into_owned()
         });
     let title = format!(
-        "{} · policy {} · {} core{}",
+        "{} · policy {} · {} core{}{}",
         stem,
         report.policy,
         cores,
-        if cores == 1 { "" } else { "s" }
+        if cores == 1 { "" } else { "s" },
+        if report.engine == "sim" {
+            ""
+        } else {
+            " · real run"
+        }
     );
     svg.text_rot(WIDTH / 2.0, 26.0, &title, 16.0, Anchor::Middle, true, 0.0);
     svg.text(
@@ -157,7 +163,11 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
     svg.text(
         LEFT + plot_w / 2.0,
         base + 40.0,
-        &format!("simulated time ({unit})"),
+        &if report.engine == "sim" {
+            format!("simulated time ({unit})")
+        } else {
+            format!("time since the run started ({unit})")
+        },
         13.0,
         Anchor::Middle,
     );

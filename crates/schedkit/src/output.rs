@@ -213,7 +213,7 @@ pub fn write_trace_outputs(
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = chrome {
-        let doc = crate::chrome::render(scenario, &report.policy, trace, end);
+        let doc = crate::chrome::render(scenario, report, trace, end);
         let f =
             std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?;
         serde_json::to_writer(std::io::BufWriter::new(f), &doc)
