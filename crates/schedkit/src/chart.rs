@@ -462,16 +462,24 @@ pub trait Chart {
 
 /// Several charts side by side under one title, each `panel_w` x `panel_h`.
 pub fn side_by_side(title: &str, charts: &[&dyn Chart], panel_w: f64, panel_h: f64) -> String {
+    grid(title, charts, charts.len(), panel_w, panel_h)
+}
+
+/// Several charts under one title, `cols` per row (row-major), each `panel_w` x `panel_h`.
+/// One column stacks them vertically, which suits wide charts with many categories.
+pub fn grid(title: &str, charts: &[&dyn Chart], cols: usize, panel_w: f64, panel_h: f64) -> String {
     let head = 34.0;
-    let width = panel_w * charts.len().max(1) as f64;
-    let mut svg = Svg::new(width, panel_h + head);
+    let cols = cols.clamp(1, charts.len().max(1));
+    let rows = charts.len().div_ceil(cols).max(1);
+    let width = panel_w * cols as f64;
+    let mut svg = Svg::new(width, panel_h * rows as f64 + head);
     svg.text_rot(width / 2.0, 23.0, title, 18.0, Anchor::Middle, true, 0.0);
     for (i, c) in charts.iter().enumerate() {
         c.draw(
             &mut svg,
             Rect {
-                x: i as f64 * panel_w,
-                y: head,
+                x: (i % cols) as f64 * panel_w,
+                y: head + (i / cols) as f64 * panel_h,
                 w: panel_w,
                 h: panel_h,
             },
@@ -1164,6 +1172,8 @@ mod tests {
         assert_eq!(s.to_svg(700.0, 300.0), s2.to_svg(700.0, 300.0));
         let fig = side_by_side("Three panels", &[&l, &b, &s], 500.0, 400.0);
         assert!(fig.contains("width=\"1500\""));
+        let col = grid("Stacked", &[&l, &b, &s], 1, 500.0, 400.0);
+        assert!(col.contains("width=\"500\" height=\"1234\""));
     }
 
     #[test]

@@ -237,11 +237,13 @@ pub fn render_chart(reports: &[Report]) -> String {
             .map_or(r.scenario.clone(), |s| s.to_string_lossy().into_owned())
     });
     let n = reports.first().map_or(1, |r| r.processes.len()).max(1);
-    // Wide enough that each process group has room for one bar per policy.
-    let panel_w = (120.0 + (n * reports.len().max(1)) as f64 * 14.0).clamp(480.0, 1600.0);
+    // Wide enough that each process group has room for one bar per policy; panels that get
+    // wide (many processes or policies) are stacked instead of set side by side.
+    let panel_w = (120.0 + (n * reports.len().max(1)) as f64 * 14.0).clamp(480.0, 2400.0);
+    let cols = if panel_w > 700.0 { 1 } else { 3 };
     let panels: [&dyn Chart; 3] = [&share, &wait, &turn];
     let cores = reports.first().map_or(0, |r| r.cores);
-    chart::side_by_side(
+    chart::grid(
         &format!(
             "{stem}: {} policies compared ({} core{}, simulated)",
             reports.len(),
@@ -249,6 +251,7 @@ pub fn render_chart(reports: &[Report]) -> String {
             if cores == 1 { "" } else { "s" }
         ),
         &panels,
+        cols,
         panel_w,
         430.0,
     )
