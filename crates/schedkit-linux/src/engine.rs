@@ -465,14 +465,18 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         .map(|k| placement(p, base + k))
                         .collect();
                     let setup: Arc<dyn Fn(u32) + Send + Sync> = Arc::new(move |k: u32| {
+                        // Class first, then the CPU: a real-time thread that moves to its
+                        // CPU preempts what runs there, while a SCHED_OTHER one would queue
+                        // behind it and could be overtaken by a later thread that became
+                        // real-time first (FCFS order would break).
                         let (c, pol) = &plans[k as usize];
-                        if let Some(c) = c {
-                            let _ = affinity::set_thread(0, c);
-                        }
                         if let Some(pol) = pol {
                             if let Err(e) = sched::set_thread(0, *pol) {
                                 eprintln!("schedkit: warning: {e}");
                             }
+                        }
+                        if let Some(c) = c {
+                            let _ = affinity::set_thread(0, c);
                         }
                     });
                     let running =

@@ -171,6 +171,9 @@ fn start_hogs(n: usize, bytes: u64) -> Result<Hogs, Failure> {
     Ok(Hogs(v))
 }
 
+/// Reads one indicator of a run (`None`: not measured on this machine).
+type Indicator = Box<dyn Fn(&Sample) -> Option<f64>>;
+
 /// One run's measurements.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Sample {
@@ -395,7 +398,7 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
         },
         mem_size >> 20
     );
-    let mut rows: Vec<(String, Box<dyn Fn(&Sample) -> Option<f64>>)> = vec![
+    let mut rows: Vec<(String, Indicator)> = vec![
         ("time s".into(), Box::new(|s: &Sample| Some(s.wall_s))),
         (
             "forced switches /s".into(),
@@ -448,7 +451,7 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
                     let xs: Vec<Option<f64>> = samples
                         .iter()
                         .filter(|s| s.load == load.title() && s.threads == t && s.config == cfg)
-                        .map(|s| f(s))
+                        .map(f)
                         .collect();
                     if xs.iter().any(|x| x.is_none()) {
                         row.push("not supported".into());

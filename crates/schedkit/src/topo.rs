@@ -14,9 +14,9 @@ pub struct TopoArgs {
 
 /// Bytes as the kernel's sysfs would say them (32K, 3M).
 fn human(b: u64) -> String {
-    if b >= 1 << 20 && b % (1 << 20) == 0 {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
         format!("{} MiB", b >> 20)
-    } else if b >= 1024 && b % 1024 == 0 {
+    } else if b >= 1024 && b.is_multiple_of(1024) {
         format!("{} KiB", b >> 10)
     } else {
         format!("{b} B")

@@ -142,7 +142,7 @@ fn run_and_sim_reports_have_the_same_keys() {
     assert_eq!(threads.len(), 3);
     for t in threads {
         let cpu = t["cpu_ns"].as_u64().unwrap();
-        assert!(cpu >= 35_000_000 && cpu <= 60_000_000, "{t}");
+        assert!((35_000_000..=60_000_000).contains(&cpu), "{t}");
         assert!(t["finish_ns"].as_u64().is_some(), "{t}");
     }
     assert!(run["processes"][1]["work_done"].as_u64().unwrap() > 0);

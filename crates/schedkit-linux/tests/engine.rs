@@ -1,0 +1,93 @@
+//! The real engine on small scenarios: counters through the fake source (this VM has no PMU,
+//! so the hardware-counter path is exercised with fixed values), and the trace contract.
+
+use schedkit_core::scenario::Scenario;
+use schedkit_core::trace::Event;
+use schedkit_linux::engine::{self, RunOptions, RunPolicy};
+use schedkit_linux::perf::{CounterKind, FakeSource, Reading};
+
+const TWO_SPINNERS: &str = r#"
+cores = 2
+[policy]
+name = "default"
+[run]
+horizon = "2s"
+[[process]]
+name = "spin"
+work = "spin"
+threads = 2
+burst = "30ms"
+"#;
+
+#[test]
+fn hardware_counters_flow_from_the_source_to_the_outcome() {
+    let s = Scenario::parse("t.toml", TWO_SPINNERS).unwrap();
+    let mut fake = FakeSource::default();
+    fake.values.insert(CounterKind::Cycles, 1000);
+    fake.values.insert(CounterKind::DtlbLoadMisses, 7);
+    fake.values.insert(CounterKind::ContextSwitches, 3);
+    let mut opts = RunOptions::new(RunPolicy::Default);
+    opts.counters = Some(Box::new(fake));
+    let o = engine::run(&s, opts).unwrap();
+    let p = &o.processes[0];
+    let get = |k: CounterKind| p.counters.iter().find(|(x, _)| *x == k).unwrap().1.clone();
+    // Per-thread counters are summed over the process' two threads.
+    assert_eq!(get(CounterKind::Cycles).value(), Some(2000));
+    assert_eq!(get(CounterKind::DtlbLoadMisses).value(), Some(14));
+    assert_eq!(get(CounterKind::ContextSwitches).value(), Some(6));
+    assert_eq!(get(CounterKind::Instructions), Reading::NotSupported);
+    assert_eq!(p.threads, 2);
+    assert!(p.work_done.unwrap() > 0);
+}
+
+#[test]
+fn trace_of_a_real_run_keeps_the_event_contract() {
+    let s = Scenario::parse("t.toml", TWO_SPINNERS).unwrap();
+    let mut opts = RunOptions::new(RunPolicy::Default);
+    opts.perf = false;
+    let o = engine::run(&s, opts).unwrap();
+    let mut last = 0;
+    let mut running = std::collections::HashMap::new();
+    let mut finished = 0;
+    for e in &o.events {
+        assert!(e.time().0 >= last, "time went backwards at {e:?}");
+        last = e.time().0;
+        match e {
+            Event::Dispatch { slot, core, .. } => {
+                assert!(
+                    running.insert(*slot, *core).is_none(),
+                    "dispatched twice: {e:?}"
+                )
+            }
+            Event::Deschedule { slot, core, .. } => {
+                assert_eq!(running.remove(slot), Some(*core), "{e:?}")
+            }
+            Event::Finish { slot, .. } => {
+                assert!(!running.contains_key(slot), "finished while running: {e:?}");
+                finished += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(finished, 2);
+    // Each thread's CPU time in the trace matches the 30 ms it burned, within a sample.
+    let mut cpu = std::collections::HashMap::new();
+    let mut open = std::collections::HashMap::new();
+    for e in &o.events {
+        match e {
+            Event::Dispatch { t, slot, .. } => {
+                open.insert(*slot, t.0);
+            }
+            Event::Deschedule { t, slot, .. } => {
+                *cpu.entry(*slot).or_insert(0u64) += t.0 - open.remove(slot).unwrap();
+            }
+            _ => {}
+        }
+    }
+    for (slot, ns) in cpu {
+        assert!(
+            (28_000_000..=45_000_000).contains(&ns),
+            "slot {slot}: {ns} ns"
+        );
+    }
+}
