@@ -323,3 +323,37 @@ fn greedy_equal_thread_work_waiting_and_turnaround() {
         assert!(r.0 < cfs.0 && r.1 < cfs.1, "{p}: {r:?} vs cfs {cfs:?}");
     }
 }
+
+#[test]
+fn cfs_balancer_moves_load_when_eq_4_3_allows() {
+    // Q (nice -5, weight 3121) lands alone on core 0, and the four nice-0 threads of P on
+    // core 1 (3 x 1024 < 3121 still chooses core 1). While Q runs the imbalance is
+    // min(4096 - 3608.5, 3608.5 - 3121) = 487.5 < 1024 / 2: nothing moves. When Q finishes at
+    // 10 ms, core 0 pulls: imbalance 2048 covers two threads of 1024 (each needs <= 2048 and
+    // then <= 1024 left), so P ends 2 + 2.
+    let sc = Scenario::parse(
+        "balance.toml",
+        r#"
+cores = 2
+[policy]
+name = "cfs"
+[run]
+horizon = "1s"
+[[process]]
+name = "Q"
+nice = -5
+burst = "10ms"
+[[process]]
+name = "P"
+threads = 4
+"#,
+    )
+    .expect("scenario");
+    let r = simulate_report(&sc, false).expect("simulates").0;
+    assert_eq!(r.summary.migrations, 2, "exactly two threads move, once");
+    let p: Vec<u64> = r.threads[1..].iter().map(|t| t.cpu_ns).collect();
+    let mean = p.iter().sum::<u64>() as f64 / 4.0;
+    for c in &p {
+        assert!((*c as f64 / mean - 1.0).abs() < 0.02, "{p:?}");
+    }
+}

@@ -135,7 +135,7 @@ impl Controller for GlobalFair {
                 total,
                 cores,
                 self.imbalance_pct,
-                min_w,
+                || min_w,
             )
             .is_some()
             {

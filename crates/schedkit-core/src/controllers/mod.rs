@@ -72,7 +72,8 @@ pub(crate) fn div_round(num: u128, den: u128) -> u64 {
 ///   Load_avg - Load_k)`; we read its inner term as the kernel's `max_load - avg_load`
 ///   (2.6.24 `find_busiest_group`). Both readings give 158 in the 4.2.2 example;
 /// - eq. 4.3: migration only if `Load_imbal >= min_weight / 2`, where `min_weight` is the
-///   smallest weight in the busiest queue;
+///   smallest weight in the busiest queue (a closure, evaluated only when the cheaper gates
+///   pass: finding it may scan the queue);
 /// - and the kernel's `imbalance_pct` gate: nothing moves unless
 ///   `100 * busiest > imbalance_pct * local`.
 ///
@@ -85,7 +86,7 @@ pub fn cfs_imbalance(
     total: u64,
     cores: usize,
     imbalance_pct: u32,
-    min_weight: u64,
+    min_weight: impl FnOnce() -> u64,
 ) -> Option<u128> {
     let (b, l, t, n) = (busiest as u128, local as u128, total as u128, cores as u128);
     if cores < 2 || b <= l || 100 * b <= imbalance_pct as u128 * l {
@@ -97,7 +98,7 @@ pub fn cfs_imbalance(
     }
     let imbal_n = (b * n - t).min(t - l * n);
     // eq. 4.3 times 2n: 2 * imbal >= min_weight.
-    (2 * imbal_n >= min_weight as u128 * n).then_some(imbal_n)
+    (2 * imbal_n >= min_weight() as u128 * n).then_some(imbal_n)
 }
 
 #[cfg(test)]
@@ -107,16 +108,22 @@ mod tests {
     #[test]
     fn thesis_example_stays_unbalanced() {
         // 4.2.2: loads 1024 and 1340 on two cores; imbalance 158 < 167.5.
-        assert_eq!(cfs_imbalance(1340, 1024, 2364, 2, 125, 335), None);
+        assert_eq!(cfs_imbalance(1340, 1024, 2364, 2, 125, || 335), None);
         // The same loads with a lighter thread in the busiest queue would move.
-        assert_eq!(cfs_imbalance(1340, 1024, 2364, 2, 125, 316), Some(2 * 158));
+        assert_eq!(
+            cfs_imbalance(1340, 1024, 2364, 2, 125, || 316),
+            Some(2 * 158)
+        );
         // An idle core pulls from a queue of two nice-0 threads.
-        assert_eq!(cfs_imbalance(2048, 0, 2048, 2, 125, 1024), Some(2 * 1024));
+        assert_eq!(
+            cfs_imbalance(2048, 0, 2048, 2, 125, || 1024),
+            Some(2 * 1024)
+        );
         // imbalance_pct: 1100 vs 1000 is within 25 %.
-        assert_eq!(cfs_imbalance(1100, 1000, 2100, 2, 125, 10), None);
-        assert!(cfs_imbalance(1100, 1000, 2100, 2, 105, 10).is_some());
+        assert_eq!(cfs_imbalance(1100, 1000, 2100, 2, 125, || 10), None);
+        assert!(cfs_imbalance(1100, 1000, 2100, 2, 105, || 10).is_some());
         // One core never balances.
-        assert_eq!(cfs_imbalance(5000, 0, 5000, 1, 125, 1), None);
+        assert_eq!(cfs_imbalance(5000, 0, 5000, 1, 125, || 1), None);
     }
 
     #[test]

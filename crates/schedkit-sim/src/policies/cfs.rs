@@ -7,7 +7,8 @@
 //! - **Weights** come from nice through prio_to_weight (`SimThread::weight`, set by the
 //!   scenario; controllers change it through [`Dispatcher::reweight`]).
 //! - **vruntime**: a running thread's virtual runtime grows by `ran * 1024 / weight`, exactly
-//!   (the division remainder is carried per thread, so no time is lost to rounding).
+//!   (the division remainder is carried per thread, so no time is lost to rounding). `charge`
+//!   only accumulates; the division happens when the vruntime is next needed.
 //! - **Run queues**: one per core, an indexed binary heap ordered by `(vruntime, ticket)`; the
 //!   running thread (the kernel's `curr`) is outside the heap but counted in the queue's load
 //!   and thread count, as in the kernel.
@@ -83,7 +84,11 @@ enum At {
 #[derive(Clone, Copy, Debug)]
 struct Ent {
     vruntime: u64,
-    /// Remainder of `ran * 1024 / weight`, carried to the next charge.
+    /// CPU time charged but not yet folded into `vruntime` (running threads only): `charge`
+    /// is called for every running thread at every event instant, so it only adds, and the
+    /// division happens when the vruntime is next looked at ([`Cfs::flush`]).
+    pending: u64,
+    /// Remainder of `ran * 1024 / weight`, carried to the next flush.
     rem: u64,
     /// Weight as counted in the queue's load.
     weight: u64,
@@ -95,6 +100,7 @@ struct Ent {
 
 const OFF: Ent = Ent {
     vruntime: 0,
+    pending: 0,
     rem: 0,
     weight: NICE_0_LOAD,
     core: 0,
@@ -172,43 +178,55 @@ impl Cfs {
 
     // --- the indexed heap -------------------------------------------------------------------
 
-    fn sift_up(&mut self, core: usize, mut i: usize) {
+    /// Moves the node at `i` up to its place ("hole" technique: one write per level).
+    /// Returns its final index.
+    fn sift_up(&mut self, core: usize, mut i: usize) -> usize {
         let h = &mut self.rqs[core].heap;
+        let node = h[i];
         while i > 0 {
             let p = (i - 1) / 2;
-            if h[i].key >= h[p].key {
+            if node.key >= h[p].key {
                 break;
             }
-            h.swap(i, p);
+            h[i] = h[p];
             self.pos[h[i].slot as usize] = i;
-            self.pos[h[p].slot as usize] = p;
             i = p;
         }
+        h[i] = node;
+        self.pos[node.slot as usize] = i;
+        i
     }
 
-    fn sift_down(&mut self, core: usize, mut i: usize) {
+    /// Moves the node at `i` down to its place. Returns its final index.
+    fn sift_down(&mut self, core: usize, mut i: usize) -> usize {
         let h = &mut self.rqs[core].heap;
+        let node = h[i];
+        let len = h.len();
         loop {
-            let (l, r) = (2 * i + 1, 2 * i + 2);
-            let mut m = i;
-            if l < h.len() && h[l].key < h[m].key {
-                m = l;
-            }
-            if r < h.len() && h[r].key < h[m].key {
-                m = r;
-            }
-            if m == i {
+            let l = 2 * i + 1;
+            if l >= len {
                 break;
             }
-            h.swap(i, m);
+            let m = if l + 1 < len && h[l + 1].key < h[l].key {
+                l + 1
+            } else {
+                l
+            };
+            if h[m].key >= node.key {
+                break;
+            }
+            h[i] = h[m];
             self.pos[h[i].slot as usize] = i;
-            self.pos[h[m].slot as usize] = m;
             i = m;
         }
+        h[i] = node;
+        self.pos[node.slot as usize] = i;
+        i
     }
 
     /// Puts `slot` into the heap of `core` (its load is already counted there).
     fn push(&mut self, slot: Slot, core: usize) {
+        self.flush(slot);
         self.ticket += 1;
         let e = &mut self.ents[slot as usize];
         e.at = At::Queued;
@@ -229,23 +247,48 @@ impl Cfs {
     fn unlink(&mut self, slot: Slot) {
         let core = self.ents[slot as usize].core;
         let i = self.pos[slot as usize];
-        let h = &mut self.rqs[core].heap;
-        let last = h.len() - 1;
-        h.swap(i, last);
-        h.pop();
         self.pos[slot as usize] = usize::MAX;
         self.queued -= 1;
+        let h = &mut self.rqs[core].heap;
+        let last = h.pop().expect("queued slot is in its heap");
         if i < h.len() {
-            self.pos[h[i].slot as usize] = i;
-            self.sift_down(core, i);
-            self.sift_up(core, i);
+            h[i] = last;
+            if self.sift_down(core, i) == i {
+                self.sift_up(core, i);
+            }
         }
     }
 
     // --- queue bookkeeping --------------------------------------------------------------------
 
+    /// Folds `slot`'s pending CPU time into its vruntime: `ran * 1024 / weight`, exactly
+    /// (the remainder is carried).
+    fn flush(&mut self, slot: Slot) {
+        let e = &mut self.ents[slot as usize];
+        let ran = std::mem::take(&mut e.pending);
+        if ran == 0 {
+            return;
+        }
+        if e.weight == NICE_0_LOAD {
+            e.vruntime += ran; // one vruntime unit per nanosecond
+        } else if ran < 1 << 52 && e.weight < 1 << 61 {
+            // 64-bit arithmetic suffices: ran * 1024 + rem < 2^62 + 2^61.
+            let num = ran * NICE_0_LOAD + e.rem;
+            e.vruntime += num / e.weight;
+            e.rem = num % e.weight;
+        } else {
+            let num = ran as u128 * NICE_0_LOAD as u128 + e.rem as u128;
+            let w = e.weight as u128;
+            e.vruntime += (num / w) as u64;
+            e.rem = (num % w) as u64;
+        }
+    }
+
     /// The queue's min_vruntime, brought up to date: `max(old, min(curr, leftmost))`.
     fn min_vruntime(&mut self, core: usize) -> u64 {
+        if let Some(c) = self.rqs[core].curr {
+            self.flush(c);
+        }
         let rq = &self.rqs[core];
         let curr = rq.curr.map(|s| self.ents[s as usize].vruntime);
         let left = rq.heap.first().map(|n| n.key.0);
@@ -274,6 +317,7 @@ impl Cfs {
 
     /// Takes `slot` off its queue entirely (it finished, blocked, or is placed anew).
     fn detach(&mut self, slot: Slot) {
+        self.flush(slot);
         let e = self.ents[slot as usize];
         match e.at {
             At::Off => return,
@@ -328,6 +372,7 @@ impl Cfs {
 
     /// Moves `slot` (queued or held) from its queue to `to`, re-basing its vruntime.
     fn move_to(&mut self, slot: Slot, to: usize) {
+        self.flush(slot);
         let e = self.ents[slot as usize];
         let from = e.core;
         if from == to {
@@ -350,33 +395,44 @@ impl Cfs {
         }
     }
 
-    /// One pull of core `k` from the busiest other queue (eqs. 4.1-4.3). Returns whether a
-    /// thread moved.
-    fn pull(&mut self, ctx: &Ctx, k: usize) -> bool {
-        let cores = self.rqs.len();
-        let mut busiest: Option<usize> = None;
-        for c in (0..cores).filter(|&c| c != k && !self.rqs[c].heap.is_empty()) {
-            if busiest.is_none_or(|b| self.rqs[c].load > self.rqs[b].load) {
-                busiest = Some(c);
+    /// The two most loaded cores that have a waiting thread (ties: the lower index).
+    fn busiest_two(&self) -> (Option<usize>, Option<usize>) {
+        let (mut b1, mut b2): (Option<usize>, Option<usize>) = (None, None);
+        for c in (0..self.rqs.len()).filter(|&c| !self.rqs[c].heap.is_empty()) {
+            let l = self.rqs[c].load;
+            if b1.is_none_or(|b| l > self.rqs[b].load) {
+                b2 = b1;
+                b1 = Some(c);
+            } else if b2.is_none_or(|b| l > self.rqs[b].load) {
+                b2 = Some(c);
             }
         }
-        let Some(b) = busiest else { return false };
-        let (lb, lk) = (self.rqs[b].load, self.rqs[k].load);
-        if lb <= lk {
-            return false;
-        }
-        // Smallest weight in S_busiest (waiting threads and curr), for eq. 4.3.
-        let rq = &self.rqs[b];
-        let min_w = rq
-            .heap
-            .iter()
-            .map(|n| self.ents[n.slot as usize].weight)
-            .chain(rq.curr.map(|s| self.ents[s as usize].weight))
-            .min()
-            .unwrap_or(u64::MAX);
-        let Some(imbal_n) =
-            cfs_imbalance(lb, lk, self.total_load, cores, self.imbalance_pct, min_w)
-        else {
+        (b1, b2)
+    }
+
+    /// One pull of core `k` from the busiest other queue `b` (eqs. 4.1-4.3). Returns whether
+    /// a thread moved.
+    fn pull_from(&mut self, ctx: &Ctx, k: usize, b: usize) -> bool {
+        let cores = self.rqs.len();
+        let (ents, rq) = (&self.ents, &self.rqs[b]);
+        // Smallest weight in S_busiest (waiting threads and curr), for eq. 4.3; only
+        // computed when the cheaper gates pass.
+        let min_w = || {
+            rq.heap
+                .iter()
+                .map(|n| ents[n.slot as usize].weight)
+                .chain(rq.curr.map(|s| ents[s as usize].weight))
+                .min()
+                .unwrap_or(u64::MAX)
+        };
+        let Some(imbal_n) = cfs_imbalance(
+            rq.load,
+            self.rqs[k].load,
+            self.total_load,
+            cores,
+            self.imbalance_pct,
+            min_w,
+        ) else {
             return false;
         };
         // Candidates: waiting threads allowed on k, largest vruntime first.
@@ -406,6 +462,15 @@ impl Cfs {
         }
         self.scratch = cand;
         moved
+    }
+
+    /// Pull of a newly idle core `k` from the busiest other queue.
+    fn pull(&mut self, ctx: &Ctx, k: usize) -> bool {
+        match self.busiest_two() {
+            (Some(b), _) if b != k => self.pull_from(ctx, k, b),
+            (_, Some(b)) => self.pull_from(ctx, k, b),
+            _ => false,
+        }
     }
 }
 
@@ -444,6 +509,7 @@ impl Dispatcher for Cfs {
         };
         self.ents[slot as usize] = Ent {
             vruntime,
+            pending: 0,
             rem: 0,
             weight,
             core,
@@ -477,11 +543,7 @@ impl Dispatcher for Cfs {
     }
 
     fn charge(&mut self, _ctx: &Ctx, slot: Slot, _core: usize, ran: Nanos) {
-        let e = &mut self.ents[slot as usize];
-        let num = ran.0 as u128 * NICE_0_LOAD as u128 + e.rem as u128;
-        let w = e.weight as u128;
-        e.vruntime += (num / w) as u64;
-        e.rem = (num % w) as u64;
+        self.ents[slot as usize].pending += ran.0;
     }
 
     fn preempt(&mut self, ctx: &Ctx, out: &mut Vec<usize>) {
@@ -490,9 +552,10 @@ impl Dispatcher for Cfs {
             let (Some(curr), Some(top)) = (ctx.running[core], self.rqs[core].heap.first()) else {
                 continue;
             };
-            let new_w = self.ents[top.slot as usize].weight;
+            let (top_vr, new_w) = (top.key.0, self.ents[top.slot as usize].weight);
+            self.flush(curr);
             let gran = self.wakeup_gran * NICE_0_LOAD / new_w.max(1);
-            if self.ents[curr as usize].vruntime > top.key.0.saturating_add(gran) {
+            if self.ents[curr as usize].vruntime > top_vr.saturating_add(gran) {
                 out.push(core);
             }
         }
@@ -513,9 +576,17 @@ impl Dispatcher for Cfs {
         if self.queued == 0 {
             return;
         }
+        // The busiest queues change only when something moves: O(cores) per round.
+        let mut top = self.busiest_two();
         for k in 0..self.rqs.len() {
-            if self.pull(ctx, k) {
+            let b = match top {
+                (Some(b), _) if b != k => b,
+                (_, Some(b)) => b,
+                _ => continue,
+            };
+            if self.pull_from(ctx, k, b) {
                 self.mark(k);
+                top = self.busiest_two();
             }
         }
     }
@@ -525,6 +596,7 @@ impl Dispatcher for Cfs {
             return;
         }
         let new = ctx.thread(slot).weight.max(1);
+        self.flush(slot); // time run so far counts at the old weight
         let e = &mut self.ents[slot as usize];
         let old = std::mem::replace(&mut e.weight, new);
         e.rem = 0;
