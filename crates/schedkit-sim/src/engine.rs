@@ -738,6 +738,15 @@ impl<'a> Engine<'a> {
                     match t.state {
                         ThreadState::Running(c) => {
                             self.charge(c);
+                            // A stop at the very instant the thread's work runs out (controller
+                            // ticks come before slice ends in a batch) finishes it: stopped
+                            // with nothing left, it would never get a slice end again.
+                            if self.threads[slot as usize].remaining == Some(Nanos::ZERO)
+                                && !self.cores[c].switching
+                            {
+                                self.finish(c, slot);
+                                continue;
+                            }
                             let cc = &mut self.cores[c];
                             cc.running = None;
                             cc.generation += 1;

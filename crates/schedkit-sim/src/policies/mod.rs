@@ -6,6 +6,7 @@ pub mod cfs;
 pub mod dm;
 pub mod edf;
 pub mod fcfs;
+pub mod gang;
 pub mod lottery;
 pub mod mlfq;
 pub mod pedf;
@@ -49,6 +50,7 @@ pub const SIM_POLICIES: &[PolicyName] = &[
     PolicyName::Dm,
     PolicyName::Gedf,
     PolicyName::Pedf,
+    PolicyName::Gang,
 ];
 
 /// Builds the policy named in the scenario, or a located error if the simulator lacks it.
@@ -89,6 +91,19 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
             scenario.policy.boost,
         ))),
         PolicyName::Pedf => plain(Box::new(pedf::build(scenario)?)),
+        // Gang scheduling (seed 002): the matrix controller stops and resumes whole jobs and
+        // pins their threads to its columns; the dispatcher runs only what is pinned.
+        PolicyName::Gang => {
+            if !scenario.tasks.is_empty() {
+                return Err(scenario.policy_error(
+                    "policy \"gang\" schedules [[process]] jobs; [[task]] entries are not supported",
+                ));
+            }
+            Policy {
+                dispatcher: Box::new(gang::GangDispatch::new(scenario.cores)),
+                controller: schedkit_core::controllers::build(scenario),
+            }
+        }
         other => {
             return Err(scenario.policy_error(format!(
                 "policy \"{other}\" is not available in the simulator (simulator policies: {})",
