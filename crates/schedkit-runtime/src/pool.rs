@@ -89,6 +89,8 @@ impl PoolConfig {
     }
 }
 
+// One per pool: the size difference between the variants does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Queue {
     Mutex {
         q: Mutex<VecDeque<Job>>,

@@ -78,11 +78,13 @@ fn run(cap: u32, manual: bool) -> ([usize; 2], usize, u32, bool) {
     for t in ts {
         t.join().unwrap();
     }
-    let w = [
-        m.nodes[0].woken.load(SeqCst),
-        m.nodes[1].woken.load(SeqCst),
-    ];
-    (w, m.passed.load(SeqCst), m.core.permits(), m.core.is_empty())
+    let w = [m.nodes[0].woken.load(SeqCst), m.nodes[1].woken.load(SeqCst)];
+    (
+        w,
+        m.passed.load(SeqCst),
+        m.core.permits(),
+        m.core.is_empty(),
+    )
 }
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -99,7 +101,11 @@ fn semaphore_two_posts_two_waiters() {
     model(|| {
         let (w, passed, permits, empty) = run(u32::MAX >> 1, false);
         assert!(w[0] <= 1 && w[1] <= 1, "woken twice: {w:?}");
-        assert_eq!(w[0] + w[1] + passed, 2, "lost wake-up: {w:?} passed {passed}");
+        assert_eq!(
+            w[0] + w[1] + passed,
+            2,
+            "lost wake-up: {w:?} passed {passed}"
+        );
         assert_eq!(permits, 0);
         assert!(empty);
     });
@@ -111,7 +117,11 @@ fn manual_event_two_sets_two_waiters() {
     model(|| {
         let (w, passed, permits, empty) = run(1, true);
         assert!(w[0] <= 1 && w[1] <= 1, "woken twice: {w:?}");
-        assert_eq!(w[0] + w[1] + passed, 2, "lost wake-up: {w:?} passed {passed}");
+        assert_eq!(
+            w[0] + w[1] + passed,
+            2,
+            "lost wake-up: {w:?} passed {passed}"
+        );
         assert_eq!(permits, 1);
         assert!(empty);
     });

@@ -226,7 +226,7 @@ pub fn run(a: FibersGaussArgs) -> Result<(), Failure> {
             .map_err(|e| {
                 Failure::from(e.context(format!("method {m}, {t} threads, {}", p.name())))
             })?;
-            if !(res < 1e-8) {
+            if res.is_nan() || res >= 1e-8 {
                 return Err(Failure::from(anyhow::anyhow!(
                     "method {m}, {t} threads, {}: residual {res:e} is too large: the solve is wrong",
                     p.name()
@@ -293,7 +293,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// The most square R x C = t grid with R <= C.
 fn grid(t: usize) -> (usize, usize) {
     let mut r = (t as f64).sqrt() as usize;
-    while r > 1 && t % r != 0 {
+    while r > 1 && !t.is_multiple_of(r) {
         r -= 1;
     }
     (r.max(1), t / r.max(1))
@@ -683,7 +683,7 @@ fn method2<B: Backend>(
 fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header(header.iter().map(|h| comfy_table::Cell::new(h)));
+    t.set_header(header.iter().map(comfy_table::Cell::new));
     for i in 0..header.len() {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
@@ -756,7 +756,10 @@ fn speedup_table(rows: &[Row]) -> Option<Table> {
 fn chart(rows: &[Row], size: usize) -> LineChart {
     let mut ch = LineChart::new(
         &format!("Blocked Gaussian elimination (n = {size}): solve time against user threads"),
-        Axis::new("log2 of user threads (5 = 32, 7 = 128, 9 ~ 496, 12 ~ 3968)", ""),
+        Axis::new(
+            "log2 of user threads (5 = 32, 7 = 128, 9 ~ 496, 12 ~ 3968)",
+            "",
+        ),
         Axis::new("forward + backward time, median", "s"),
     );
     let mut keys: Vec<(u8, String)> = rows.iter().map(|r| (r.method, r.arch.clone())).collect();
@@ -794,7 +797,7 @@ mod tests {
         assert_eq!(grid(32), (4, 8));
         assert_eq!(grid(496), (16, 31));
         assert_eq!(grid(3968), (62, 64));
-        assert_eq!(grid(7936), (62, 128));
+        assert_eq!(grid(7936), (64, 124));
         assert_eq!(grid(7), (1, 7));
     }
 
