@@ -294,7 +294,8 @@ pub fn tasks_toml(scenario: &Scenario) -> String {
 
 /// One benchmark workload: a scenario and what it stands for. `schedkit bench sim` and the
 /// criterion benches of `schedkit-sim` both build their inputs here, so they measure the same
-/// thing.
+/// thing. The scenario is built on demand ([`Workload::scenario`]): the RR workload alone has
+/// 10,000 processes.
 #[derive(Clone, Debug)]
 pub struct Workload {
     /// Short name, e.g. `gedf-1000x64`.
@@ -303,7 +304,36 @@ pub struct Workload {
     pub unit: &'static str,
     /// The target, in `unit` per second of wall time (single-threaded).
     pub target: f64,
-    pub scenario: Scenario,
+    pub policy: PolicyName,
+    pub cores: usize,
+    pub horizon: Nanos,
+    kind: WorkloadKind,
+}
+
+#[derive(Clone, Debug)]
+enum WorkloadKind {
+    Processes(usize),
+    Tasks {
+        tasks: usize,
+        utilisation: f64,
+        seed: u64,
+    },
+}
+
+impl Workload {
+    /// Builds the scenario (deterministic).
+    pub fn scenario(&self) -> Scenario {
+        match self.kind {
+            WorkloadKind::Processes(n) => {
+                processes_workload(self.policy, n, self.cores, self.horizon)
+            }
+            WorkloadKind::Tasks {
+                tasks,
+                utilisation,
+                seed,
+            } => gedf_workload(tasks, self.cores, utilisation, self.horizon, seed),
+        }
+    }
 }
 
 /// `processes` CPU-bound single-thread processes (no burst: they run until the horizon) on
@@ -314,19 +344,26 @@ pub fn processes_workload(
     cores: usize,
     horizon: Nanos,
 ) -> Scenario {
-    let mut text = format!(
-        "cores = {cores}\n[run]\nhorizon = \"{}ns\"\n[policy]\nname = \"{}\"\n",
-        horizon.0,
-        policy.as_str()
-    );
-    if policy == PolicyName::Rr {
-        text.push_str("quantum = \"1ms\"\n");
-    }
-    for i in 0..processes {
-        text.push_str(&format!("[[process]]\nname = \"p{i}\"\n"));
-    }
-    Scenario::parse(&format!("{}-{processes}x{cores}", policy.as_str()), &text)
-        .expect("generated workload parses")
+    let mut s = Scenario::parse(
+        &format!("{}-{processes}x{cores}", policy.as_str()),
+        &format!(
+            "cores = {cores}\n[run]\nhorizon = \"{}ns\"\n[policy]\nname = \"{}\"\nquantum = \"1ms\"\n\n[[process]]\nname = \"p0\"\n",
+            horizon.0,
+            policy.as_str()
+        ),
+    )
+    .expect("generated workload parses");
+    // Copies of one parsed process: parsing 10,000 entries would check every name against
+    // every other, which is the parser's business, not the benchmark's.
+    let p = s.processes[0].clone();
+    s.processes = (0..processes)
+        .map(|i| {
+            let mut q = p.clone();
+            q.name = format!("p{i}");
+            q
+        })
+        .collect();
+    s
 }
 
 /// A UUniFast set of `tasks` implicit-deadline tasks of total utilisation `utilisation` on
@@ -347,10 +384,11 @@ pub fn gedf_workload(
     )
 }
 
-/// The simulator benchmark suite (issue 2): RR with 10,000 processes and a 1 ms quantum; CFS
-/// with 1,000 threads on 2, 8 and 64 cores; global EDF on UUniFast sets (20 tasks on 4 cores
-/// at U = 3.0, 100 tasks on 16 cores and 1,000 on 64 cores, both at U = 0.75 m). `quick`
-/// shortens every horizon tenfold (for CI); `horizon` overrides them all.
+/// The simulator benchmark suite (issue 2): RR with 10,000 processes and a 1 ms quantum on 8
+/// cores; CFS with 1,000 threads on 2, 8 and 64 cores; global EDF on UUniFast sets (20 tasks
+/// on 4 cores at U = 3.0, 100 tasks on 16 cores and 1,000 on 64 cores, both at U = 0.75 m).
+/// Horizons: 20 s (RR), 10 s (the others); `quick` shortens them tenfold (for CI) and
+/// `horizon` overrides them all.
 pub fn bench_workloads(quick: bool, horizon: Option<Nanos>) -> Vec<Workload> {
     let h = |secs: u64| {
         horizon.unwrap_or(if quick {
@@ -363,22 +401,35 @@ pub fn bench_workloads(quick: bool, horizon: Option<Nanos>) -> Vec<Workload> {
         name: "rr-10000x8".into(),
         unit: "events",
         target: 10e6,
-        scenario: processes_workload(PolicyName::Rr, 10_000, 8, h(20)),
+        policy: PolicyName::Rr,
+        cores: 8,
+        horizon: h(20),
+        kind: WorkloadKind::Processes(10_000),
     }];
     for cores in [2, 8, 64] {
         out.push(Workload {
             name: format!("cfs-1000x{cores}"),
             unit: "events",
             target: 2e6,
-            scenario: processes_workload(PolicyName::Cfs, 1000, cores, h(10)),
+            policy: PolicyName::Cfs,
+            cores,
+            horizon: h(10),
+            kind: WorkloadKind::Processes(1000),
         });
     }
-    for (tasks, cores, u) in [(20, 4, 3.0), (100, 16, 12.0), (1000, 64, 48.0)] {
+    for (tasks, cores, utilisation) in [(20, 4, 3.0), (100, 16, 12.0), (1000, 64, 48.0)] {
         out.push(Workload {
             name: format!("gedf-{tasks}x{cores}"),
             unit: "jobs",
             target: 1e6,
-            scenario: gedf_workload(tasks, cores, u, h(10), 1),
+            policy: PolicyName::Gedf,
+            cores,
+            horizon: h(10),
+            kind: WorkloadKind::Tasks {
+                tasks,
+                utilisation,
+                seed: 1,
+            },
         });
     }
     out
@@ -480,12 +531,15 @@ mod tests {
                 "gedf-1000x64"
             ]
         );
-        assert_eq!(w[0].scenario.processes.len(), 10_000);
-        assert_eq!(w[0].scenario.policy.quantum, Nanos::from_ms(1));
-        assert_eq!(w[3].scenario.cores, 64);
-        let u: f64 = w[4].scenario.tasks.iter().map(|t| t.utilisation()).sum();
+        let rr = w[0].scenario();
+        assert_eq!(rr.processes.len(), 10_000);
+        assert_eq!(rr.processes[9999].name, "p9999");
+        assert_eq!(rr.policy.quantum, Nanos::from_ms(1));
+        assert_eq!(rr.horizon, Nanos::from_secs(2));
+        assert_eq!(w[3].scenario().cores, 64);
+        let u: f64 = w[4].scenario().tasks.iter().map(|t| t.utilisation()).sum();
         assert!((u - 3.0).abs() < 1e-3);
-        assert_eq!(w[6].scenario.tasks.len(), 1000);
+        assert_eq!(w[6].scenario().tasks.len(), 1000);
     }
 
     #[test]

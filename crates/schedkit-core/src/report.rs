@@ -115,6 +115,10 @@ struct TaskStats {
     first_release: Option<Nanos>,
     /// Released, unfinished jobs: job -> (release, deadline).
     open: BTreeMap<u64, (Nanos, Nanos)>,
+    /// Over all threads of all jobs: migrations, and times switched out before finishing
+    /// (the per-thread definitions, summed per task; docs/metrics.md).
+    migrations: u64,
+    switches: u64,
 }
 
 /// An owner of CPU time: a process (index < processes) or a task.
@@ -474,8 +478,8 @@ impl Metrics {
                 waiting_ns: 0,
                 turnaround_ns: 0,
                 response_ns: None,
-                migrations: 0,
-                context_switches: 0,
+                migrations: ts.migrations,
+                context_switches: ts.switches,
                 jobs: Some(ts.jobs),
                 deadline_misses: Some(ts.misses),
                 max_response_ns: Some(ts.max_response),
@@ -660,8 +664,13 @@ impl TraceSink for Metrics {
                     self.preemptions += 1;
                 }
                 if !matches!(reason, Reason::Finished | Reason::Horizon) {
-                    if let Some(ti) = self.thread_index(owner) {
-                        self.threads[ti].switches += 1;
+                    match owner {
+                        Owner::Task { task, .. } => self.tasks[task].switches += 1,
+                        _ => {
+                            if let Some(ti) = self.thread_index(owner) {
+                                self.threads[ti].switches += 1;
+                            }
+                        }
                     }
                 }
             }
@@ -670,8 +679,13 @@ impl TraceSink for Metrics {
                 let s = self.slots[slot as usize].as_mut().expect("unknown slot");
                 s.last_core = Some(to);
                 let owner = s.owner;
-                if let Some(ti) = self.thread_index(owner) {
-                    self.threads[ti].migrations += 1;
+                match owner {
+                    Owner::Task { task, .. } => self.tasks[task].migrations += 1,
+                    _ => {
+                        if let Some(ti) = self.thread_index(owner) {
+                            self.threads[ti].migrations += 1;
+                        }
+                    }
                 }
             }
             Event::Block { t, slot } => self.set_runnable(slot, false, t.0),

@@ -188,7 +188,10 @@ fn pedf_runs_fork_join_tasks_serially_on_their_core() {
         task(&r, "pipeline").max_response_ns,
         Some(Nanos::from_ms(17).0)
     );
-    assert_eq!(task(&r, "control").max_response_ns, Some(Nanos::from_ms(6).0));
+    assert_eq!(
+        task(&r, "control").max_response_ns,
+        Some(Nanos::from_ms(6).0)
+    );
 }
 
 #[test]
@@ -260,4 +263,133 @@ fn generated_sets_are_schedulable_by_edf_below_one_core() {
         let (p, _) = run(&with_policy(s, PolicyName::Pedf));
         assert_eq!(p.summary.deadline_misses, 0, "seed {seed}");
     }
+}
+
+#[test]
+fn metrics_count_as_docs_metrics_md_defines() {
+    use schedkit_core::report::Metrics;
+    use schedkit_core::trace::{Event, Owner, Reason, TraceSink};
+    // A hand-made trace on 2 cores: A runs 0-2 on core 0 and is preempted by B (2-5, core 0);
+    // A resumes on core 1 at 3 (a migration) and finishes at 6.
+    let s = Scenario::parse(
+        "two.toml",
+        "cores = 2\n[policy]\nname = \"fcfs\"\n[[process]]\nname = \"A\"\nburst = \"5ms\"\n[[process]]\nname = \"B\"\nburst = \"3ms\"\n",
+    )
+    .unwrap();
+    let ms = Nanos::from_ms;
+    let a = Owner::Process {
+        process: 0,
+        thread: 0,
+    };
+    let b = Owner::Process {
+        process: 1,
+        thread: 0,
+    };
+    let mut m = Metrics::new(&s, "sim", 2);
+    for e in [
+        Event::Arrive {
+            t: ms(0),
+            slot: 0,
+            owner: a,
+        },
+        Event::Arrive {
+            t: ms(0),
+            slot: 1,
+            owner: b,
+        },
+        Event::Dispatch {
+            t: ms(0),
+            core: 0,
+            slot: 0,
+        },
+        Event::Deschedule {
+            t: ms(2),
+            core: 0,
+            slot: 0,
+            reason: Reason::Preempted,
+        },
+        Event::Dispatch {
+            t: ms(2),
+            core: 0,
+            slot: 1,
+        },
+        Event::Migrate {
+            t: ms(3),
+            slot: 0,
+            from: 0,
+            to: 1,
+        },
+        Event::Dispatch {
+            t: ms(3),
+            core: 1,
+            slot: 0,
+        },
+        Event::Deschedule {
+            t: ms(5),
+            core: 0,
+            slot: 1,
+            reason: Reason::Finished,
+        },
+        Event::Finish { t: ms(5), slot: 1 },
+        Event::Deschedule {
+            t: ms(6),
+            core: 1,
+            slot: 0,
+            reason: Reason::Finished,
+        },
+        Event::Finish { t: ms(6), slot: 0 },
+    ] {
+        m.record(&e);
+    }
+    let r = m.finish(ms(6));
+    let sm = &r.summary;
+    assert_eq!(sm.dispatches, 3, "every Dispatch event");
+    assert_eq!(sm.preemptions, 1, "Deschedule for Preempted or Expired");
+    assert_eq!(
+        sm.context_switches, 1,
+        "core 0: A then B; core 1's first dispatch is none"
+    );
+    assert_eq!(sm.migrations, 1);
+    let (ta, tb) = (&r.threads[0], &r.threads[1]);
+    assert_eq!(
+        (ta.context_switches, tb.context_switches),
+        (1, 0),
+        "switched out unfinished"
+    );
+    assert_eq!((ta.migrations, tb.migrations), (1, 0));
+    assert_eq!(
+        (ta.cpu_ns, ta.turnaround_ns, ta.waiting_ns),
+        (ms(5).0, ms(6).0, ms(1).0)
+    );
+    assert_eq!(
+        (tb.cpu_ns, tb.turnaround_ns, tb.waiting_ns),
+        (ms(3).0, ms(5).0, ms(2).0)
+    );
+    assert_eq!((ta.response_ns, tb.response_ns), (Some(0), Some(ms(2).0)));
+    assert_eq!(sm.avg_waiting_ns, 1_500_000);
+    assert_eq!(sm.avg_response_ns, 1_000_000);
+    assert!((sm.utilisation - 8.0 / 12.0).abs() < 1e-12);
+    assert_eq!(sm.makespan_ns, ms(6).0);
+}
+
+#[test]
+fn task_rows_sum_their_threads_migrations_and_switches() {
+    // Real-time task rows carry the per-thread counts summed over all their jobs' threads, so
+    // they add up to the summary (no thread blocks here: switches == preemptions).
+    let mut preemptions = 0;
+    for file in [
+        "dhall.toml",
+        "rm-vs-edf.toml",
+        "forkjoin.toml",
+        "edf-full.toml",
+    ] {
+        let (r, _) = run(&example(file));
+        let mig: u64 = r.threads.iter().map(|t| t.migrations).sum();
+        let sw: u64 = r.threads.iter().map(|t| t.context_switches).sum();
+        assert_eq!(mig, r.summary.migrations, "{file}");
+        assert_eq!(sw, r.summary.preemptions, "{file}");
+        preemptions += r.summary.preemptions;
+    }
+    // RM preempts t2 at 5 ms (t1's second job): the sums are not all zero.
+    assert!(preemptions > 0);
 }

@@ -157,7 +157,8 @@ fn time_scenario(
 }
 
 fn measure(w: &Workload, repeats: usize) -> Result<Measured, Failure> {
-    let (stats, misses, secs) = time_scenario(&w.scenario, repeats)?;
+    let scenario = w.scenario();
+    let (stats, misses, secs) = time_scenario(&scenario, repeats)?;
     let events_per_s = stats.events as f64 / secs;
     let jobs_per_s = stats.jobs as f64 / secs;
     let rate = if w.unit == "jobs" {
@@ -167,9 +168,9 @@ fn measure(w: &Workload, repeats: usize) -> Result<Measured, Failure> {
     };
     Ok(Measured {
         name: w.name.clone(),
-        policy: w.scenario.policy.name.to_string(),
-        cores: w.scenario.cores,
-        horizon_ns: w.scenario.horizon.0,
+        policy: w.policy.to_string(),
+        cores: w.cores,
+        horizon_ns: w.horizon.0,
         events: stats.events,
         jobs: stats.jobs,
         median_s: secs,
@@ -243,7 +244,7 @@ fn sim(a: SimBenchArgs) -> Result<(), Failure> {
         .collect();
     let (runnable, skipped): (Vec<&Workload>, Vec<&Workload>) = chosen
         .into_iter()
-        .partition(|w| SIM_POLICIES.contains(&w.scenario.policy.name));
+        .partition(|w| SIM_POLICIES.contains(&w.policy));
     let pb = progress(runnable.len() as u64, "bench sim");
     let mut measured = Vec::new();
     for w in &runnable {
@@ -327,7 +328,7 @@ fn sim(a: SimBenchArgs) -> Result<(), Failure> {
     for w in &skipped {
         println!(
             "skipped {}: policy \"{}\" is not in the simulator yet",
-            w.name, w.scenario.policy.name
+            w.name, w.policy
         );
     }
     if !rss.is_empty() {
@@ -407,7 +408,7 @@ fn one(a: OneArgs) -> Result<(), Failure> {
             status: crate::cli::EXIT_BAD_INPUT,
             message: format!("no benchmark workload named {}", a.name),
         })?;
-    let (report, _, stats) = schedkit_sim::simulate_report(&w.scenario, false)?;
+    let (report, _, stats) = schedkit_sim::simulate_report(&w.scenario(), false)?;
     let doc = serde_json::json!({
         "events": stats.events,
         "jobs": stats.jobs,
