@@ -534,3 +534,19 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
     println!("\nwrote {} and {}", jp.display(), sp.display());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::mean_ci;
+
+    #[test]
+    fn confidence_interval_uses_students_t() {
+        // n = 10, sd = 1: half-width t(0.975, 9) / sqrt(10) = 2.262 / 3.162.
+        let x = [9.0, 11.0, 9.0, 11.0, 9.0, 11.0, 9.0, 11.0, 10.0, 10.0];
+        let (m, ci) = mean_ci(&x);
+        assert_eq!(m, 10.0);
+        let sd = (8.0f64 / 9.0).sqrt();
+        assert!((ci - 2.262 * sd / 10f64.sqrt()).abs() < 1e-9, "{ci}");
+        assert_eq!(mean_ci(&[4.0]), (4.0, 0.0));
+    }
+}

@@ -274,3 +274,90 @@ fn sigkilled_exclusive_run_is_undone_by_restore() {
     let out = schedkit(&["restore"], &state);
     assert!(String::from_utf8_lossy(&out.stdout).contains("nothing to restore"));
 }
+
+#[test]
+fn without_privileges_explicit_features_exit_3_and_implicit_ones_fall_back() {
+    // Drop to `nobody` with no capabilities (needs root to drop, and setpriv).
+    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let (true, Some(setpriv)) = (is_root(), setpriv) else {
+        eprintln!("skipped: dropping to an unprivileged user needs root and setpriv");
+        return;
+    };
+    let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    // `nobody` must be able to read the scenario and write its state dir.
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    std::process::Command::new("chmod")
+        .args(["-R", "a+rwx", dir.path().to_str().unwrap()])
+        .status()
+        .unwrap();
+    let scen = dir.path().join("s.toml");
+    std::fs::write(&scen, SCENARIO.replace("POLICY", "default")).unwrap();
+    let fcfs = dir.path().join("f.toml");
+    std::fs::write(&fcfs, SCENARIO.replace("POLICY", "fcfs")).unwrap();
+    std::process::Command::new("chmod")
+        .args(["a+r", scen.to_str().unwrap(), fcfs.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let unpriv = |args: &[&str]| {
+        Command::new(setpriv)
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                bin(),
+            ])
+            .args(args)
+            .env("SCHEDKIT_STATE_DIR", &state)
+            .output()
+            .unwrap()
+    };
+    if !unpriv(&["--version"]).status.success() {
+        eprintln!(
+            "skipped: user nobody cannot execute {} (a parent directory is private)",
+            bin()
+        );
+        return;
+    }
+    let before = machine_state(&[1]);
+    for args in [
+        vec!["run", "--exclusive", "--", "true"],
+        vec!["run", fcfs.to_str().unwrap()],
+    ] {
+        let out = unpriv(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains("CAP_SYS_NICE") && err.contains("setcap"),
+            "{err}"
+        );
+    }
+    // The default policy needs nothing: it runs (perf counters the kernel refuses are
+    // reported as such, not fatal).
+    let out = unpriv(&["run", scen.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(machine_state(&[1]), before);
+}
+
+#[test]
+fn topo_json_describes_this_machine() {
+    let out = Command::new(bin())
+        .args(["topo", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    assert_eq!(v["online"], online.trim());
+    assert!(v["cpus"].as_array().unwrap().len() >= 1);
+    let table = Command::new(bin()).arg("topo").output().unwrap();
+    assert!(String::from_utf8_lossy(&table.stdout).contains("SMT siblings"));
+}
