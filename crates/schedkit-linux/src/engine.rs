@@ -56,6 +56,9 @@ pub enum RunPolicy {
     },
     /// Seed 000's exclusive mode.
     Exclusive(ExclusiveConfig),
+    /// Gang scheduling (seed 002): the matrix controller pins threads and stops / resumes
+    /// whole jobs through the freezer ([`crate::freezer::GangRun`]).
+    Gang { quantum: Nanos },
 }
 
 impl RunPolicy {
@@ -69,16 +72,19 @@ impl RunPolicy {
                 quantum_ms: (s.policy.quantum.0 / 1_000_000).max(1),
             },
             PolicyName::Exclusive => RunPolicy::Exclusive(ExclusiveConfig::default()),
+            PolicyName::Gang => RunPolicy::Gang {
+                quantum: s.policy.quantum,
+            },
             other => {
                 return Err(Error::Input(format!(
-                    "{}: policy.name: `{other}` runs in `schedkit sim` only; `schedkit run` supports default, fcfs, rr and exclusive",
+                    "{}: policy.name: `{other}` runs in `schedkit sim` only; `schedkit run` supports default, fcfs, rr, exclusive and gang",
                     s.file
                 )))
             }
         })
     }
     fn needs_rt(&self) -> bool {
-        !matches!(self, RunPolicy::Default)
+        !matches!(self, RunPolicy::Default | RunPolicy::Gang { .. })
     }
 }
 
@@ -165,6 +171,8 @@ pub struct RunOutcome {
     pub warnings: Vec<String>,
     pub interrupted: bool,
     pub undone: Vec<Undone>,
+    /// Gang scheduling: freezer backend and switch times.
+    pub gang: Option<crate::freezer::GangRunReport>,
 }
 
 /// The flag SIGINT and SIGTERM set once [`install_signal_handlers`] ran.
@@ -306,7 +314,10 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     let ncpu = topo.online.iter().last().map_or(1, |c| c + 1);
 
     // Journal only when the run changes shared state.
-    let needs_journal = matches!(opts.policy, RunPolicy::Exclusive(_) | RunPolicy::Rr { .. });
+    let needs_journal = matches!(
+        opts.policy,
+        RunPolicy::Exclusive(_) | RunPolicy::Rr { .. } | RunPolicy::Gang { .. }
+    );
     let mut journal = if needs_journal {
         Some(Journal::create(&opts.state_dir, &roots)?)
     } else {
@@ -350,6 +361,11 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         RunPolicy::Exclusive(cfg) => Some(cfg.priority),
         _ => None,
     };
+    // Gang scheduling: the controller and the freezer (detected now, before any job starts).
+    let mut gang = match &opts.policy {
+        RunPolicy::Gang { quantum } => Some(crate::freezer::GangRun::new(&roots, *quantum, ncpu)),
+        _ => None,
+    };
 
     // Order of arrival.
     let mut order: Vec<usize> = (0..scenario.processes.len()).collect();
@@ -391,6 +407,8 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     priority: rt_priority(*priority, proc_.priority),
                 }),
             ),
+            // The gang controller pins each thread to its matrix column.
+            RunPolicy::Gang { .. } => (None, None),
             RunPolicy::Exclusive(_) => (
                 Some(CpuSet::single(job_list[k % job_list.len()])),
                 Some(Policy::Fifo {
@@ -594,6 +612,20 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
             let t_now = origin.elapsed().as_nanos() as u64;
             sample(&roots, &mut tracks, &mut procs, &mut events, t_prev, t_now);
             t_prev = t_now;
+            // Gang scheduling: one controller tick; Stop/Resume go through the freezer.
+            if let Some(g) = gang.as_mut() {
+                let threads: Vec<crate::freezer::RunThread> = tracks
+                    .iter()
+                    .map(|t| crate::freezer::RunThread {
+                        process: t.process,
+                        pid: t.pid,
+                        tid: t.tid,
+                        builtin: t.shared.is_some(),
+                        alive: !t.finished,
+                    })
+                    .collect();
+                g.tick(Nanos(t_now), scenario, &threads, journal.as_mut().expect("journal"))?;
+            }
             if let Some(cb) = opts.progress.as_mut() {
                 cb((t_now as f64 / horizon as f64).min(1.0));
             }
@@ -605,12 +637,20 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                 break;
             }
             let next = (t_now + opts.sample.as_nanos() as u64).min(horizon);
+            // A gang slot may end before the next sample.
+            let next = gang
+                .as_ref()
+                .map_or(next, |g| next.min(t_now + g.period().as_nanos() as u64));
             let sleep = next.saturating_sub(origin.elapsed().as_nanos() as u64);
             std::thread::sleep(Duration::from_nanos(sleep.max(200_000)));
         }
         Ok(())
     })();
 
+    // A frozen job cannot stop or take SIGTERM: thaw every gang first.
+    if let Some(g) = gang.as_mut() {
+        g.thaw_all();
+    }
     // Wind down: stop built-in threads and commands still running.
     let end = (origin.elapsed().as_nanos() as u64).max(t_prev);
     stop_threads.store(true, Ordering::Relaxed);
@@ -711,6 +751,8 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     // Undo (also on error: the journal's Drop would, but we want the report).
     let undone = journal.as_mut().map(|j| j.undo()).unwrap_or_default();
     drop(journal);
+    // Gang cgroups go once the journal no longer needs their freeze files.
+    let gang = gang.map(|g| g.finish());
     result?;
 
     let mut sc = scenario.clone();
@@ -730,6 +772,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         warnings,
         interrupted,
         undone,
+        gang,
     })
 }
 

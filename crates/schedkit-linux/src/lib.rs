@@ -15,6 +15,7 @@
 //!   before it is made, undone on exit, and undone by `schedkit restore` after a crash;
 //! - [`privilege`]: what this process may do (root, CAP_SYS_NICE, CAP_SYS_ADMIN);
 //! - [`engine`]: the real engine (built-in workloads, commands, sampling into the trace);
+//! - [`freezer`]: stop and resume a job at once (cgroup v2/v1 freezer, signals), gang scheduling's hook;
 //! - [`exclusive`]: seed 000's exclusive mode (system cores, moved threads and IRQs, pinning).
 //!
 //! Paths to sysfs and procfs go through [`Roots`], so tests can point the readers at a fake
@@ -23,6 +24,7 @@
 pub mod affinity;
 pub mod engine;
 pub mod exclusive;
+pub mod freezer;
 pub mod irq;
 pub mod journal;
 pub mod perf;

@@ -190,7 +190,7 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
             }
         }
         RunPolicy::Fifo { priority } | RunPolicy::Rr { priority, .. } => *priority = a.priority,
-        RunPolicy::Default => {}
+        RunPolicy::Default | RunPolicy::Gang { .. } => {}
     }
     if !matches!(policy, RunPolicy::Exclusive(_))
         && (a.system_cores.is_some() || matches!(a.rt_throttle, RtThrottleArg::Off))
@@ -346,6 +346,17 @@ pub fn render_linux(o: &RunOutcome) -> String {
         for (k, r) in &po.counters {
             out.push_str(&format!("  {:<18} {}\n", k.name(), r));
         }
+    }
+    if let Some(g) = &o.gang {
+        out.push_str(&format!(
+            "\ngang: {} slot switches through the {} (threads: {}); switch (stop all + resume all) median {:.1} us, p90 {:.1} us, max {:.1} us\n",
+            g.switches,
+            g.backend_processes,
+            g.backend_threads.as_deref().unwrap_or("none"),
+            g.switch_us_median,
+            g.switch_us_p90,
+            g.switch_us_max
+        ));
     }
     if let Some(x) = &o.exclusive {
         out.push_str(&format!(
