@@ -32,7 +32,7 @@ fi
 
 cd "$root"
 cargo build --release --quiet -p schedkit
-sk="$root/target/release/schedkit"
+sk="${CARGO_TARGET_DIR:-$root/target}/release/schedkit"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 "$sk" bench export --dir "$out" --sets "$sets" --tasks "$tasks" --cores "$cores" \

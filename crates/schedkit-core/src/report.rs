@@ -185,6 +185,13 @@ pub struct Metrics {
     migrations: u64,
     last_t: Nanos,
     gps_dirty: Option<u64>,
+    /// Entities whose runnable count changed at `gps_dirty` (may repeat).
+    gps_changed: Vec<usize>,
+    /// Runnable threads over all entities.
+    total_runnable: u64,
+    /// The last full GPS computation gave every entity exactly its cap (runnable threads):
+    /// see `recompute_gps`'s fast path.
+    gps_all_capped: bool,
     sample_interval: u64,
     next_sample: u64,
 }
@@ -244,6 +251,9 @@ impl Metrics {
             migrations: 0,
             last_t: Nanos::ZERO,
             gps_dirty: None,
+            gps_changed: Vec::new(),
+            total_runnable: 0,
+            gps_all_capped: false,
             sample_interval,
             next_sample: sample_interval,
         }
@@ -272,6 +282,40 @@ impl Metrics {
 
     /// Recomputes GPS rates after the set of runnable threads changed at time `at`.
     fn recompute_gps(&mut self, at: u64) {
+        // Fast path (exact): without groups, while the runnable threads fit on the cores,
+        // water-filling caps every entity, so each entity's rate is its runnable count and a
+        // change of one entity's runnable count changes that entity's rate only. Settling just
+        // the changed entities keeps a release or finish O(1) instead of O(entities log
+        // entities); periodic task sets below saturation live here. `gps_all_capped` says the
+        // last full computation ended in that regime (so every other rate is its cap).
+        let changed = std::mem::take(&mut self.gps_changed);
+        if self.gps_all_capped
+            && self.group_weights.is_empty()
+            && self.total_runnable <= self.cores as u64
+            && changed.iter().all(|&i| self.entities[i].weight > 0.0)
+        {
+            for &i in &changed {
+                let e = &mut self.entities[i];
+                e.gps_settled = e.ideal_at(at);
+                e.gps_since = at;
+                e.gps_rate = e.runnable as f64;
+            }
+            self.gps_changed = changed;
+            self.gps_changed.clear();
+            return;
+        }
+        self.gps_changed = changed;
+        self.gps_changed.clear();
+        self.recompute_gps_full(at);
+        self.gps_all_capped = self.group_weights.is_empty()
+            && self
+                .entities
+                .iter()
+                .all(|e| e.gps_rate == e.runnable as f64);
+    }
+
+    /// Water-fills the whole hierarchy from scratch.
+    fn recompute_gps_full(&mut self, at: u64) {
         for e in &mut self.entities {
             e.gps_settled = e.ideal_at(at);
             e.gps_since = at;
@@ -361,9 +405,12 @@ impl Metrics {
         let e = self.entity_of(owner);
         if runnable {
             self.entities[e].runnable += 1;
+            self.total_runnable += 1;
         } else {
             self.entities[e].runnable -= 1;
+            self.total_runnable -= 1;
         }
+        self.gps_changed.push(e);
         self.gps_dirty = Some(t);
     }
 
