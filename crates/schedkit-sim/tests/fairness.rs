@@ -329,8 +329,9 @@ fn cfs_balancer_moves_load_when_eq_4_3_allows() {
     // Q (nice -5, weight 3121) lands alone on core 0, and the four nice-0 threads of P on
     // core 1 (3 x 1024 < 3121 still chooses core 1). While Q runs the imbalance is
     // min(4096 - 3608.5, 3608.5 - 3121) = 487.5 < 1024 / 2: nothing moves. When Q finishes at
-    // 10 ms, core 0 pulls: imbalance 2048 covers two threads of 1024 (each needs <= 2048 and
-    // then <= 1024 left), so P ends 2 + 2.
+    // 10 ms, core 0 goes idle and takes one waiting thread at once (newly idle pull); the
+    // next periodic balance sees 1024 vs 3072, imbalance 1024 >= 1024 / 2, and moves one more:
+    // P ends 2 + 2.
     let sc = Scenario::parse(
         "balance.toml",
         r#"

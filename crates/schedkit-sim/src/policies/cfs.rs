@@ -9,7 +9,7 @@
 //! - **vruntime**: a running thread's virtual runtime grows by `ran * 1024 / weight`, exactly
 //!   (the division remainder is carried per thread, so no time is lost to rounding). `charge`
 //!   only accumulates; the division happens when the vruntime is next needed.
-//! - **Run queues**: one per core, an indexed binary heap ordered by `(vruntime, ticket)`; the
+//! - **Run queues**: one per core, an indexed 4-ary heap ordered by `(vruntime, ticket)`; the
 //!   running thread (the kernel's `curr`) is outside the heap but counted in the queue's load
 //!   and thread count, as in the kernel.
 //! - **Slice** of a thread on core k: `period * w / W_k`, where `W_k` is the load of the queue
@@ -27,7 +27,7 @@
 //!   6 ms, the kernel's default ratio; the scenario format has no separate knob). A new thread
 //!   starts at `min_vruntime`, which is at most the running thread's vruntime, so arrivals
 //!   rarely preempt; the slice end (`check_preempt_tick`) is the usual switch point.
-//! - **Load balancing** every `balance_interval` (and when a core's queue runs empty): each
+//! - **Load balancing** every `balance_interval`: each
 //!   core k in index order pulls from the busiest other queue that has a waiting thread, by
 //!   eqs. 4.1-4.3 and `imbalance_pct` ([`schedkit_core::controllers::cfs_imbalance`], shared
 //!   with the shuttle controller so both use the same test). Threads are taken from the
@@ -36,6 +36,11 @@
 //!   imbalance is covered. A moved thread's vruntime is re-based on the target's
 //!   `min_vruntime`. In the 4.2.2 example (1024 vs 4 x 335 on two cores) the imbalance is
 //!   158 < 335 / 2, so nothing ever moves.
+//! - **Newly idle cores** do not wait for eq. 4.3: a core whose queue is empty takes one
+//!   waiting thread it may run from the most loaded queue that has one (the kernel's newidle
+//!   balance with spare capacity, `migrate_task`, does the same), so the model is
+//!   work-conserving. The thesis's example never has an idle core, so this changes nothing
+//!   there.
 //! - **Reweight** keeps the vruntime (2.6.24 behaviour) and updates the queue load.
 //! - **Place** (a controller's `Migrate`) moves the thread to the target queue, re-based.
 //!
@@ -48,8 +53,9 @@
 //! `enqueue` of an expired or preempted thread, `pick_next`, `charge` and `time_slice` are
 //! O(log n) or O(1) with no allocation once the tables have grown. Placing a *new* thread
 //! scans the cores (O(cores)); balancing is O(cores^2 + n log n) per interval in the worst
-//! case but O(cores^2) when loads are balanced; an idle core's pull only runs when some queue
-//! has a waiting thread.
+//! case but O(cores) when loads are balanced; an idle core's pull runs only when some queue
+//! has a waiting thread, and costs O(cores log cores) plus a scan of the queues it looks
+//! into (with affinities that forbid most moves, every queue).
 //!
 //! # Tie-breaking
 //! Equal vruntimes run in enqueue order (ticket), which for simultaneous arrivals is file
@@ -108,6 +114,10 @@ const OFF: Ent = Ent {
     lag: 0,
 };
 
+/// Children per heap node: a 4-ary heap is half as deep as a binary one and its children
+/// share cache lines, which matters for queues of hundreds of threads.
+const ARITY: usize = 4;
+
 /// A heap entry: `(vruntime, ticket)` and the slot.
 #[derive(Clone, Copy, Debug)]
 struct Node {
@@ -117,7 +127,7 @@ struct Node {
 
 #[derive(Default)]
 struct RunQueue {
-    /// Binary min-heap of waiting threads.
+    /// 4-ary min-heap of waiting threads.
     heap: Vec<Node>,
     /// Sum of weights of runnable threads on this queue, `curr` included (eq. 4.1).
     load: u64,
@@ -147,6 +157,7 @@ pub struct Cfs {
     /// Cores whose `check` flag is set.
     to_check: Vec<usize>,
     scratch: Vec<Node>,
+    order: Vec<usize>,
 }
 
 impl Cfs {
@@ -165,6 +176,7 @@ impl Cfs {
             imbalance_pct: spec.imbalance_pct,
             to_check: Vec::with_capacity(cores),
             scratch: Vec::new(),
+            order: Vec::with_capacity(cores),
         }
     }
 
@@ -184,7 +196,7 @@ impl Cfs {
         let h = &mut self.rqs[core].heap;
         let node = h[i];
         while i > 0 {
-            let p = (i - 1) / 2;
+            let p = (i - 1) / ARITY;
             if node.key >= h[p].key {
                 break;
             }
@@ -203,15 +215,16 @@ impl Cfs {
         let node = h[i];
         let len = h.len();
         loop {
-            let l = 2 * i + 1;
-            if l >= len {
+            let first = ARITY * i + 1;
+            if first >= len {
                 break;
             }
-            let m = if l + 1 < len && h[l + 1].key < h[l].key {
-                l + 1
-            } else {
-                l
-            };
+            let mut m = first;
+            for c in first + 1..(first + ARITY).min(len) {
+                if h[c].key < h[m].key {
+                    m = c;
+                }
+            }
             if h[m].key >= node.key {
                 break;
             }
@@ -464,12 +477,34 @@ impl Cfs {
         moved
     }
 
-    /// Pull of a newly idle core `k` from the busiest other queue.
-    fn pull(&mut self, ctx: &Ctx, k: usize) -> bool {
-        match self.busiest_two() {
-            (Some(b), _) if b != k => self.pull_from(ctx, k, b),
-            (_, Some(b)) => self.pull_from(ctx, k, b),
-            _ => false,
+    /// Pull of a newly idle core `k`: one waiting thread it may run, from the most loaded
+    /// queue that has one (ties: the lower index), the one with the largest vruntime there.
+    /// This does not wait for eq. 4.3, so no core idles while a thread it may run waits.
+    fn idle_pull(&mut self, ctx: &Ctx, k: usize) -> bool {
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        order.extend((0..self.rqs.len()).filter(|&c| c != k && !self.rqs[c].heap.is_empty()));
+        let rqs = &self.rqs;
+        order.sort_unstable_by_key(|&c| (std::cmp::Reverse(rqs[c].load), c));
+        let mut found = None;
+        for &b in &order {
+            found = self.rqs[b]
+                .heap
+                .iter()
+                .filter(|n| ctx.thread(n.slot).allowed_on(k))
+                .max_by_key(|n| n.key)
+                .map(|n| n.slot);
+            if found.is_some() {
+                break;
+            }
+        }
+        self.order = order;
+        match found {
+            Some(slot) => {
+                self.move_to(slot, k);
+                true
+            }
+            None => false,
         }
     }
 }
@@ -524,8 +559,7 @@ impl Dispatcher for Cfs {
     fn pick_next(&mut self, ctx: &Ctx, core: usize) -> Option<Slot> {
         self.settle(ctx, core);
         if self.rqs[core].heap.is_empty() && self.queued > 0 {
-            // Newly idle: pull by the same rule as periodic balancing.
-            self.pull(ctx, core);
+            self.idle_pull(ctx, core);
         }
         let slot = self.rqs[core].heap.first()?.slot;
         self.unlink(slot);
