@@ -80,7 +80,9 @@ fn sleep_waits_at_least_the_duration_and_frees_the_st() {
 fn both_sts_run_fibers() {
     // Spawn from outside round-robins homes, and idle STs steal: both STs must run some.
     let rt = rt(Arch::A2);
-    let hs: Vec<_> = (0..64)
+    // 128 fibers of 2 ms: one ST alone would need 256 ms, time enough for the other to wake
+    // even on a loaded machine.
+    let hs: Vec<_> = (0..128)
         .map(|_| {
             rt.spawn(|| {
                 let t0 = Instant::now();
