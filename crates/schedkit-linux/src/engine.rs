@@ -363,7 +363,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     };
     // Gang scheduling: the controller and the freezer (detected now, before any job starts).
     let mut gang = match &opts.policy {
-        RunPolicy::Gang { quantum } => Some(crate::freezer::GangRun::new(&roots, *quantum, ncpu)),
+        RunPolicy::Gang { quantum } => Some(crate::freezer::GangRun::new(&roots, *quantum)),
         _ => None,
     };
 
@@ -407,8 +407,9 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     priority: rt_priority(*priority, proc_.priority),
                 }),
             ),
-            // The gang controller pins each thread to its matrix column.
-            RunPolicy::Gang { .. } => (None, None),
+            // The gang controller pins each thread to its matrix column; the class is set
+            // explicitly, since the engine thread they inherit from runs SCHED_FIFO.
+            RunPolicy::Gang { .. } => (None, Some(Policy::Other { nice: proc_.nice })),
             RunPolicy::Exclusive(_) => (
                 Some(CpuSet::single(job_list[k % job_list.len()])),
                 Some(Policy::Fifo {

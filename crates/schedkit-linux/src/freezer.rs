@@ -427,17 +427,33 @@ pub struct GangRunReport {
 pub struct GangRun {
     ctl: Gang,
     freezer: Freezer,
-    cores: usize,
+    /// Matrix column -> CPU: the CPUs schedkit may use (so `taskset -c 0,1 schedkit run`
+    /// gangs on two CPUs of a larger machine).
+    cpus: Vec<usize>,
     switch_ns: Vec<u64>,
+    /// The engine thread's class before the run (it runs SCHED_FIFO while it gangs).
+    old_class: Option<crate::sched::Policy>,
 }
 
 impl GangRun {
-    pub fn new(roots: &Roots, quantum: Nanos, cores: usize) -> GangRun {
+    pub fn new(roots: &Roots, quantum: Nanos) -> GangRun {
+        let cpus: Vec<usize> = affinity::get_thread(0)
+            .map(|s| s.iter().collect())
+            .unwrap_or_default();
+        let cpus = if cpus.is_empty() { vec![0] } else { cpus };
+        // The engine thread switches the slots: like SCore-D's daemon it must not queue
+        // behind the job threads it stops, or every switch waits for a CFS slice. SCHED_FIFO
+        // 10 where allowed (the job threads are set back to SCHED_OTHER by their setup).
+        let old_class = crate::sched::get_thread(0).ok();
+        if crate::sched::set_thread(0, crate::sched::Policy::Fifo { priority: 10 }).is_err() {
+            eprintln!("schedkit: warning: gang: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); slot switches may be late under load");
+        }
         GangRun {
-            ctl: Gang::new(quantum, cores),
+            ctl: Gang::new(quantum, cpus.len()),
             freezer: Freezer::detect(roots),
-            cores,
+            cpus,
             switch_ns: Vec::new(),
+            old_class,
         }
     }
 
@@ -485,7 +501,7 @@ impl GangRun {
         self.ctl.tick(
             &Snapshot {
                 now,
-                cores: self.cores,
+                cores: self.cpus.len(),
                 threads: &views,
                 group_weights: &[],
                 scenario,
@@ -496,7 +512,8 @@ impl GangRun {
         for a in actions {
             match a {
                 Action::Migrate { thread, core } => {
-                    let _ = affinity::set_thread(thread as i32, &CpuSet::single(core));
+                    let cpu = self.cpus[core % self.cpus.len()];
+                    let _ = affinity::set_thread(thread as i32, &CpuSet::single(cpu));
                 }
                 Action::Stop { process } => {
                     t0.get_or_insert_with(Instant::now);
@@ -522,6 +539,9 @@ impl GangRun {
 
     /// Removes the cgroups and summarises the switches.
     pub fn finish(mut self) -> GangRunReport {
+        if let Some(c) = self.old_class {
+            let _ = crate::sched::set_thread(0, c);
+        }
         self.freezer.thaw_all();
         self.freezer.cleanup();
         let mut v = std::mem::take(&mut self.switch_ns);

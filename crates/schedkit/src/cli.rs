@@ -53,6 +53,10 @@ enum ExperimentCommand {
     /// Seed 000 Table 2: a strided walk over 5 MB, 1..N threads, default (D) vs exclusive (C)
     /// configuration, under no load and two kinds of CPU hogs; mean with 95 % CI.
     Exclusive(crate::experiment_exclusive::ExclusiveExpArgs),
+    /// Seed 002: two spin-barrier jobs under default vs gang (freezer) for several quanta on
+    /// this machine, and slowdown vs time slice on a simulated 64-node cluster with the
+    /// switch-overhead model; plus a 1,024-node scale row.
+    Gang(crate::experiment_gang::GangExpArgs),
 }
 
 /// Where a report goes besides the table on stdout.
@@ -125,6 +129,7 @@ pub fn main() -> ExitCode {
         Command::Experiment(e) => match e {
             ExperimentCommand::FibersGauss(a) => crate::experiment_fibers::run(a),
             ExperimentCommand::Exclusive(a) => crate::experiment_exclusive::run(a),
+            ExperimentCommand::Gang(a) => crate::experiment_gang::run(a),
         },
     };
     match result {

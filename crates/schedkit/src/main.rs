@@ -9,6 +9,7 @@ mod cli;
 mod experiment_exclusive;
 mod compare;
 mod experiment_fibers;
+mod experiment_gang;
 mod gantt;
 mod output;
 mod restore;
