@@ -625,7 +625,12 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         alive: !t.finished,
                     })
                     .collect();
-                g.tick(Nanos(t_now), scenario, &threads, journal.as_mut().expect("journal"))?;
+                g.tick(
+                    Nanos(t_now),
+                    scenario,
+                    &threads,
+                    journal.as_mut().expect("journal"),
+                )?;
             }
             if let Some(cb) = opts.progress.as_mut() {
                 cb((t_now as f64 / horizon as f64).min(1.0));
@@ -655,9 +660,20 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     // Wind down: stop built-in threads and commands still running.
     let end = (origin.elapsed().as_nanos() as u64).max(t_prev);
     stop_threads.store(true, Ordering::Relaxed);
+    // Demote the job's remaining threads first: a FIFO thread spinning on a CPU would keep
+    // its own process (or a waiting parent on that CPU) from running to handle the signal.
+    for tr in tracks.iter().filter(|t| !t.finished) {
+        let _ = sched::set_thread(tr.tid, Policy::Other { nice: 0 });
+    }
     for pr in procs.iter_mut().flatten() {
         if pr.end_ns.is_none() {
             if let Body::Command { pid, exit } = &mut pr.body {
+                // Threads started since the last sample are not tracked yet: demote them too.
+                for p in descendants(&roots, *pid) {
+                    for tid in procfs::tids(&roots, p) {
+                        let _ = sched::set_thread(tid, Policy::Other { nice: 0 });
+                    }
+                }
                 *exit = Some(spawn::terminate(*pid, Duration::from_millis(200)));
             }
         }

@@ -70,6 +70,8 @@ pub fn fork_gated(argv: &[String]) -> Result<Gated> {
         unsafe {
             libc::close(gate[1]);
             libc::close(report[0]);
+            // Its own process group, so the whole job (children included) can be ended.
+            libc::setpgid(0, 0);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
             let mut b = 0u8;
             loop {
@@ -149,21 +151,31 @@ pub fn try_wait(pid: i32) -> Option<String> {
     }
 }
 
-/// Ends a child: SIGTERM, then SIGKILL after `grace`, and reaps it.
+/// Ends a job: SIGTERM to its process group, SIGKILL to it after `grace`, and reaps the
+/// child. Never blocks for long: the caller still has a journal to undo. The job's threads
+/// should be demoted from real-time classes first (see the engine), or a FIFO thread spinning
+/// on the CPU where the child waits would keep it from ever running to exit.
 pub fn terminate(pid: i32, grace: std::time::Duration) -> String {
-    // SAFETY: signals to our own child.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    // SAFETY: signals to our own child's process group (pid == pgid, set at fork).
+    unsafe { libc::kill(-pid, libc::SIGTERM) };
     let t0 = std::time::Instant::now();
     while t0.elapsed() < grace {
         if let Some(s) = try_wait(pid) {
+            // Leftovers of the group (background children) go too.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
             return s;
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    let mut st = 0;
-    unsafe { libc::waitpid(pid, &mut st, 0) };
-    "killed at the horizon".into()
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    let t1 = std::time::Instant::now();
+    while t1.elapsed() < std::time::Duration::from_secs(2) {
+        if try_wait(pid).is_some() {
+            return "killed at the horizon".into();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    "killed at the horizon (not reaped yet)".into()
 }
 
 /// Makes the calling process receive SIGKILL when its parent (thread) exits, so helpers such

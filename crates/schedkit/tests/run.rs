@@ -361,3 +361,52 @@ fn topo_json_describes_this_machine() {
     let table = Command::new(bin()).arg("topo").output().unwrap();
     assert!(String::from_utf8_lossy(&table.stdout).contains("SMT siblings"));
 }
+
+#[test]
+fn horizon_ends_the_whole_job_even_fifo_spinners_in_background() {
+    if !is_root() {
+        eprintln!("skipped: exclusive mode needs root");
+        return;
+    }
+    let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let before = machine_state(&[1]);
+    let marker = format!("schedkit-bg-spin-{}", std::process::id());
+    let script =
+        format!("sleep 0.1; (while :; do :; done) & (while :; do :; done) & wait # {marker}");
+    let t0 = Instant::now();
+    let out = schedkit(
+        &[
+            "run",
+            "--exclusive",
+            "--rt-throttle",
+            "off",
+            "--horizon",
+            "700ms",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Two FIFO-99 spinners share the one job CPU with their waiting parent: ending them must
+    // not hang (they are demoted, then the process group is killed).
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(100));
+    let left = Command::new("pgrep")
+        .args(["-f", &marker])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "left running: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+    assert_eq!(machine_state(&[1]), before);
+}
