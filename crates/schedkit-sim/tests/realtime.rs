@@ -128,9 +128,7 @@ period = "10ms"
 wcet = "5ms"
 "#;
     let s = Scenario::parse("three.toml", text).unwrap();
-    let err = simulate_report(&s, false)
-        .err()
-        .expect("must not partition");
+    let err = simulate_report(&s, false).expect_err("must not partition");
     assert_eq!(err.file, "three.toml");
     assert_eq!(err.line, 16, "{err}");
     assert_eq!(err.field, "task");
@@ -143,13 +141,11 @@ fn pedf_rejects_processes_and_pinned_tasks_with_located_errors() {
     let proc_text =
         "cores = 2\n[policy]\nname = \"pedf\"\n\n[[process]]\nname = \"p\"\nburst = \"1ms\"\n";
     let s = Scenario::parse("p.toml", proc_text).unwrap();
-    let err = simulate_report(&s, false)
-        .err()
-        .expect("processes rejected");
+    let err = simulate_report(&s, false).expect_err("processes rejected");
     assert_eq!((err.line, err.field.as_str()), (5, "process"), "{err}");
     let pinned = "cores = 2\n[policy]\nname = \"pedf\"\n\n[[task]]\nname = \"t\"\nperiod = \"10ms\"\nwcet = \"1ms\"\ncpus = [1]\n";
     let s = Scenario::parse("t.toml", pinned).unwrap();
-    let err = simulate_report(&s, false).err().expect("cpus rejected");
+    let err = simulate_report(&s, false).expect_err("cpus rejected");
     assert_eq!((err.line, err.field.as_str()), (5, "task.cpus"), "{err}");
 }
 

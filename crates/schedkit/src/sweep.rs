@@ -84,7 +84,7 @@ pub fn parse_utilisations(s: &str) -> Result<Vec<f64>, Failure> {
             .trim()
             .parse()
             .map_err(|e| bad("utilisations", s, format!("`{x}`: {e}")))?;
-        if !(v > 0.0 && v <= 1.0) {
+        if v.is_nan() || v <= 0.0 || v > 1.0 {
             return Err(bad(
                 "utilisations",
                 s,
@@ -102,7 +102,8 @@ pub fn parse_utilisations(s: &str) -> Result<Vec<f64>, Failure> {
             .trim()
             .parse()
             .map_err(|e| bad("utilisations", s, format!("step: {e}")))?;
-        if !(step > 0.0) || b < a {
+        // `is_nan` too: NaN compares false with everything.
+        if step <= 0.0 || step.is_nan() || b < a {
             return Err(bad(
                 "utilisations",
                 s,
