@@ -2,6 +2,7 @@
 //! a SIGKILLed owner never leaves a job frozen once `restore` ran. Needs root (cgroup writes,
 //! signals to other users' processes); skips with a reason otherwise.
 
+use schedkit_linux::engine::{self, RunOptions, RunPolicy};
 use schedkit_linux::freezer::{mounts, Backend, Freezer, Member};
 use schedkit_linux::journal::{self, Journal};
 use schedkit_linux::Roots;
@@ -26,7 +27,7 @@ fn state_dir(tag: &str) -> PathBuf {
 /// A busy process that counts into a file every few ms (progress is visible from outside).
 fn counter_process(file: &Path) -> Child {
     let script = format!(
-        "i=0; while :; do i=$((i+1)); if [ $((i % 200)) -eq 0 ]; then echo $i > {f}.tmp; mv {f}.tmp {f}; fi; done",
+        "i=0; while :; do i=$((i+1)); if [ $((i % 200)) -eq 0 ]; then echo $i > {f}; fi; done",
         f = file.display()
     );
     Command::new("sh")
@@ -56,6 +57,26 @@ fn progresses(file: &Path, within: Duration) -> bool {
     false
 }
 
+/// Kills whatever is left in this test's job cgroup of `backend`.
+fn kill_members(backend: &Backend) {
+    let mount = match backend {
+        Backend::V2(m) | Backend::V1(m) => m,
+        Backend::Signal => return,
+    };
+    let procs = mount
+        .join(format!("schedkit-{}", std::process::id()))
+        .join("job-0/cgroup.procs");
+    for p in std::fs::read_to_string(procs)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse::<i32>().ok())
+    {
+        // SAFETY: kill has no memory preconditions.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    std::thread::sleep(Duration::from_millis(50));
+}
+
 fn check_process_backend(backend: Backend, tag: &str) {
     let dir = state_dir(tag);
     let roots = Roots::host();
@@ -79,6 +100,7 @@ fn check_process_backend(backend: Backend, tag: &str) {
     assert!(!j.entries().is_empty(), "{tag}: freeze journaled");
     child.kill().unwrap();
     child.wait().unwrap();
+    kill_members(&backend);
     drop(j);
     f.cleanup();
     let _ = std::fs::remove_dir_all(&dir);
@@ -233,6 +255,135 @@ fn sigkilled_owner_is_thawed_by_restore() {
     job.kill().unwrap();
     job.wait().unwrap();
     // Empty cgroups of dead runs are swept by the next detection.
+    Freezer::detect(&Roots::host()).cleanup();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The counter loop as a job command whose worker is a grandchild of schedkit: commands get
+/// PDEATHSIG, so only what they fork can outlive a killed run (frozen, if it was).
+fn gang_job(count: &Path) -> String {
+    format!(
+        "[[process]]\nname = \"{name}\"\nthreads = 2\ncommand = [\"sh\", \"-c\", \"sh -c 'i=0; while :; do i=$((i+1)); if [ $((i % 200)) -eq 0 ]; then echo $i > {f}; fi; done' & wait\"]\n",
+        name = count.file_name().unwrap().to_string_lossy(),
+        f = count.display()
+    )
+}
+
+/// Helper run in a child copy of this test binary: a real gang run of two command jobs.
+#[test]
+#[ignore = "helper of sigkilled_gang_run_is_thawed_by_restore"]
+fn helper_gang_run() {
+    let Ok(dir) = std::env::var("SCHEDKIT_GANG_HELPER") else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let text = format!(
+        "cores = 2\n[policy]\nname = \"gang\"\nquantum = \"100ms\"\n[run]\nhorizon = \"60s\"\n{}{}",
+        gang_job(&dir.join("a")),
+        gang_job(&dir.join("b"))
+    );
+    let sc = schedkit_core::Scenario::parse("gang-kill.toml", &text).unwrap();
+    let mut opts = RunOptions::new(RunPolicy::Gang {
+        quantum: sc.policy.quantum,
+    });
+    opts.state_dir = dir.clone();
+    opts.perf = false;
+    let _ = engine::run(&sc, opts);
+}
+
+#[test]
+fn sigkilled_gang_run_is_thawed_by_restore() {
+    if !root() {
+        eprintln!("skipped: gang runs write cgroups: needs root");
+        return;
+    }
+    // Two jobs of two threads need two slots: on a machine (or CPU set) wider than 2 CPUs
+    // they would share one slot and nothing would ever be frozen.
+    let cpus = schedkit_linux::affinity::get_thread(0)
+        .unwrap()
+        .iter()
+        .count();
+    if cpus != 2 {
+        eprintln!("skipped: needs exactly 2 usable CPUs (has {cpus}); run under taskset -c 0,1");
+        return;
+    }
+    let dir = state_dir("gangkill");
+    let mut helper = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "helper_gang_run", "--ignored", "--nocapture"])
+        .env("SCHEDKIT_GANG_HELPER", &dir)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = helper.id();
+    let (v2, v1) = mounts(&Roots::host());
+    let bases: Vec<PathBuf> = [v2, v1]
+        .into_iter()
+        .flatten()
+        .map(|m| m.join(format!("schedkit-{pid}")))
+        .collect();
+    let frozen_jobs = || -> usize {
+        bases
+            .iter()
+            .flat_map(|b| std::fs::read_dir(b).into_iter().flatten().flatten())
+            .filter(|j| {
+                ["cgroup.freeze", "freezer.state"].iter().any(|f| {
+                    std::fs::read_to_string(j.path().join(f))
+                        .is_ok_and(|v| v.trim() == "1" || v.trim() == "FROZEN")
+                })
+            })
+            .count()
+    };
+    // Kill it mid-slice, once both jobs run and one of them is frozen.
+    let t0 = Instant::now();
+    loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no job was ever frozen"
+        );
+        if read_count(&dir.join("a")) > 0 && read_count(&dir.join("b")) > 0 && frozen_jobs() > 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(30));
+    helper.kill().unwrap(); // SIGKILL: no undo runs
+    helper.wait().unwrap();
+    assert_eq!(
+        frozen_jobs(),
+        1,
+        "one job stays frozen after the owner died"
+    );
+    let stuck = if progresses(&dir.join("a"), Duration::from_millis(300)) {
+        "b"
+    } else {
+        "a"
+    };
+    assert!(!progresses(&dir.join(stuck), Duration::from_millis(300)));
+    // `schedkit restore` does exactly this.
+    let restored = journal::restore(&dir, &Roots::host(), false).unwrap();
+    assert_eq!(restored.len(), 1);
+    assert!(
+        restored[0].undone.iter().all(|u| u.outcome.is_ok()),
+        "{:?}",
+        restored[0].undone
+    );
+    assert_eq!(frozen_jobs(), 0);
+    assert!(
+        progresses(&dir.join(stuck), Duration::from_secs(5)),
+        "restore thawed job {stuck}"
+    );
+    // The workers outlived the run: end them (they are in the run's job cgroups).
+    for b in &bases {
+        for j in std::fs::read_dir(b).into_iter().flatten().flatten() {
+            if let Ok(procs) = std::fs::read_to_string(j.path().join("cgroup.procs")) {
+                for p in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                    // SAFETY: kill has no memory preconditions.
+                    unsafe { libc::kill(p, libc::SIGKILL) };
+                }
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_millis(200));
     Freezer::detect(&Roots::host()).cleanup();
     let _ = std::fs::remove_dir_all(&dir);
 }
