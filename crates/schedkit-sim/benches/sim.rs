@@ -19,13 +19,20 @@ fn sim(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     for w in bench_workloads(true, None) {
         if !SIM_POLICIES.contains(&w.policy) {
-            eprintln!("skipping {}: policy {} not in the simulator", w.name, w.policy);
+            eprintln!(
+                "skipping {}: policy {} not in the simulator",
+                w.name, w.policy
+            );
             continue;
         }
         let scenario = w.scenario();
         // One run to learn how many events / jobs an iteration simulates.
         let (_, _, stats) = simulate_report(&scenario, false).expect("workload runs");
-        let n = if w.unit == "jobs" { stats.jobs } else { stats.events };
+        let n = if w.unit == "jobs" {
+            stats.jobs
+        } else {
+            stats.events
+        };
         group.throughput(Throughput::Elements(n));
         group.bench_function(format!("{} ({}/s)", w.name, w.unit), |b| {
             b.iter(|| simulate_report(&scenario, false).expect("workload runs"))
