@@ -194,6 +194,8 @@ pub struct Metrics {
     gps_all_capped: bool,
     sample_interval: u64,
     next_sample: u64,
+    /// C / T of each real-time task: its ideal share of one core.
+    task_utilisation: Vec<f64>,
 }
 
 impl Metrics {
@@ -207,22 +209,35 @@ impl Metrics {
             process_thread_base.push(n);
             n += p.threads as usize;
         }
+        // Proportional-share policies state the user's intent in tickets, the others in
+        // weights (nice): the GPS reference follows whichever the policy honours.
+        let by_tickets = matches!(
+            scenario.policy.name,
+            crate::scenario::PolicyName::Lottery | crate::scenario::PolicyName::Stride
+        );
         let mut entities: Vec<Entity> = scenario
             .processes
             .iter()
             .map(|p| Entity {
                 name: p.name.clone(),
                 group: p.group,
-                weight: p.weight as f64,
+                weight: if by_tickets {
+                    p.tickets as f64
+                } else {
+                    p.weight as f64
+                },
                 threads: p.threads as u64,
                 ..Entity::default()
             })
             .collect();
+        // Real-time tasks are not part of the GPS reference (their "fair share" is their
+        // utilisation, see `finish`); weight 0 keeps them out of water-filling.
         entities.extend(scenario.tasks.iter().map(|t| Entity {
             name: t.name.clone(),
-            weight: 1024.0,
+            weight: 0.0,
             ..Entity::default()
         }));
+        let task_utilisation = scenario.tasks.iter().map(|t| t.utilisation()).collect();
         // Sampling every owner costs O(owners); for very large scenarios the period grows so
         // that sampling stays a small fraction of the work (documented in docs/metrics.md).
         let scale = (entities.len() as u64).div_ceil(1000).max(1);
@@ -237,6 +252,7 @@ impl Metrics {
             threads: vec![ThreadStats::default(); n],
             tasks: vec![TaskStats::default(); scenario.tasks.len()],
             task_count: scenario.tasks.len(),
+            task_utilisation,
             entities,
             group_names: scenario.groups.iter().map(|g| g.name.clone()).collect(),
             group_weights: scenario.groups.iter().map(|g| g.weight as f64).collect(),
@@ -362,9 +378,16 @@ impl Metrics {
     }
 
     fn sample(&mut self, t: u64) {
+        let np = self.process_names.len();
         let mut group_lag = vec![0.0; self.group_weights.len()];
-        for e in &mut self.entities {
-            let lag = e.ideal_at(t) - e.actual_at(t);
+        for (i, e) in self.entities.iter_mut().enumerate() {
+            // A task's reference is its utilisation, a process's its GPS service.
+            let ideal = if i < np {
+                e.ideal_at(t)
+            } else {
+                self.task_utilisation[i - np] * t as f64
+            };
+            let lag = ideal - e.actual_at(t);
             e.max_abs_lag = e.max_abs_lag.max(lag.abs());
             if let Some(g) = e.group {
                 group_lag[g] += lag;
@@ -402,6 +425,9 @@ impl Metrics {
         }
         s.runnable = runnable;
         let owner = s.owner;
+        if matches!(owner, Owner::Task { .. }) {
+            return;
+        }
         let e = self.entity_of(owner);
         if runnable {
             self.entities[e].runnable += 1;
@@ -533,8 +559,13 @@ impl Metrics {
             });
         }
 
-        let share_of = |e: &Entity, wait: (u64, u64, u64)| -> ShareReport {
-            let ideal = e.gps_settled;
+        let task_utilisation = &self.task_utilisation;
+        let share_of = |i: usize, e: &Entity, wait: (u64, u64, u64)| -> ShareReport {
+            let ideal = if i < np {
+                e.gps_settled
+            } else {
+                task_utilisation[i - np] * window as f64
+            };
             ShareReport {
                 name: e.name.clone(),
                 threads: e.threads,
@@ -553,7 +584,7 @@ impl Metrics {
             .entities
             .iter()
             .enumerate()
-            .map(|(i, e)| share_of(e, if i < np { proc_wait[i] } else { (0, 0, 0) }))
+            .map(|(i, e)| share_of(i, e, if i < np { proc_wait[i] } else { (0, 0, 0) }))
             .collect();
         let groups: Vec<ShareReport> = (0..self.group_names.len())
             .map(|g| {
