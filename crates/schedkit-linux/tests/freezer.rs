@@ -12,6 +12,14 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The tests share this process's `schedkit-<pid>` cgroups (job numbers overlap): they run
+/// one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
@@ -108,6 +116,7 @@ fn check_process_backend(backend: Backend, tag: &str) {
 
 #[test]
 fn every_detected_process_backend_freezes_and_thaws() {
+    let _serial = serial();
     if !root() {
         eprintln!("skipped: the freezer writes cgroups and signals processes: needs root");
         return;
@@ -133,6 +142,7 @@ fn every_detected_process_backend_freezes_and_thaws() {
 
 #[test]
 fn v1_freezer_stops_single_threads() {
+    let _serial = serial();
     if !root() {
         eprintln!("skipped: the freezer writes cgroups: needs root");
         return;
@@ -202,6 +212,7 @@ fn helper_freeze_and_wait() {
 
 #[test]
 fn sigkilled_owner_is_thawed_by_restore() {
+    let _serial = serial();
     if !root() {
         eprintln!("skipped: the freezer writes cgroups: needs root");
         return;
@@ -293,6 +304,7 @@ fn helper_gang_run() {
 
 #[test]
 fn sigkilled_gang_run_is_thawed_by_restore() {
+    let _serial = serial();
     if !root() {
         eprintln!("skipped: gang runs write cgroups: needs root");
         return;
@@ -385,5 +397,71 @@ fn sigkilled_gang_run_is_thawed_by_restore() {
     }
     std::thread::sleep(Duration::from_millis(200));
     Freezer::detect(&Roots::host()).cleanup();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_job_exiting_mid_slice_reports_its_status_and_frees_its_slot() {
+    let _serial = serial();
+    if !root() {
+        eprintln!("skipped: gang runs write cgroups: needs root");
+        return;
+    }
+    let cpus = schedkit_linux::affinity::get_thread(0)
+        .unwrap()
+        .iter()
+        .count();
+    if cpus != 2 {
+        eprintln!("skipped: needs exactly 2 usable CPUs (has {cpus}); run under taskset -c 0,1");
+        return;
+    }
+    let dir = state_dir("exit");
+    // Three full-width jobs, three slots; `short` exits with status 3 after ~0.3 s.
+    let long = |name: &str| {
+        format!(
+            "[[process]]\nname = \"{name}\"\nthreads = 2\ncommand = [\"sh\", \"-c\", \"while :; do :; done\"]\n"
+        )
+    };
+    let text = format!(
+        "cores = 2\n[policy]\nname = \"gang\"\nquantum = \"50ms\"\n[run]\nhorizon = \"1500ms\"\n\
+         [[process]]\nname = \"short\"\nthreads = 2\ncommand = [\"sh\", \"-c\", \"sleep 0.3; exit 3\"]\n{}{}",
+        long("x"),
+        long("y")
+    );
+    let sc = schedkit_core::Scenario::parse("gang-exit.toml", &text).unwrap();
+    let mut opts = RunOptions::new(RunPolicy::Gang {
+        quantum: sc.policy.quantum,
+    });
+    opts.state_dir = dir.clone();
+    opts.perf = false;
+    let o = engine::run(&sc, opts).unwrap();
+    let short = o.processes.iter().find(|p| p.name == "short").unwrap();
+    // Frozen slots do not run its `sleep`'s clock, so it ends somewhat after 0.3 s.
+    assert_eq!(short.exit.as_deref(), Some("exit 3"));
+    assert!(
+        short.end_ns < 1_400_000_000,
+        "short ended at {} ns",
+        short.end_ns
+    );
+    let g = o.gang.expect("gang report");
+    assert!(g.switches >= 10, "{g:?}");
+    // After `short` left, x and y alternate in the two remaining slots: both got CPU time
+    // in nearly equal parts.
+    let cpu = |n: &str| -> u64 {
+        o.threads
+            .iter()
+            .filter(|t| t.process == n)
+            .map(|t| t.cpu_ns)
+            .sum()
+    };
+    let (x, y) = (cpu("x") as f64, cpu("y") as f64);
+    assert!(x > 0.0 && y > 0.0);
+    assert!((x / (x + y) - 0.5).abs() < 0.15, "x {x} ns, y {y} ns");
+    // Nothing is left frozen or behind.
+    assert!(o.undone.iter().all(|u| u.outcome.is_ok()), "{:?}", o.undone);
+    let (v2, v1) = mounts(&Roots::host());
+    for m in [v2, v1].into_iter().flatten() {
+        assert!(!m.join(format!("schedkit-{}", std::process::id())).exists());
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
