@@ -12,6 +12,7 @@
 use crate::time::{Bytes, Nanos};
 use crate::weights::nice_to_weight;
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::fmt;
 use std::ops::Range;
 use std::path::Path;
@@ -413,14 +414,31 @@ struct RawRegion {
 struct Locator<'a> {
     file: &'a str,
     text: &'a str,
+    /// Byte offset where each line starts, so a lookup is a binary search (scenarios with
+    /// 10,000 processes must not parse in quadratic time).
+    line_starts: Vec<usize>,
 }
 
-impl Locator<'_> {
+impl<'a> Locator<'a> {
+    fn new(file: &'a str, text: &'a str) -> Locator<'a> {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Locator {
+            file,
+            text,
+            line_starts,
+        }
+    }
+
     fn line_col(&self, offset: usize) -> (usize, usize) {
-        let offset = offset.min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.line_starts.partition_point(|&start| start <= offset);
+        let start = self.line_starts[line - 1];
+        let col = self.text[start..offset].chars().count() + 1;
         (line, col)
     }
 
@@ -467,7 +485,7 @@ impl Scenario {
 
     /// Parses and validates scenario text; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let loc = Locator { file, text };
+        let loc = Locator::new(file, text);
         let raw: RawScenario = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
             let msg = e.message().trim().to_string();
@@ -514,14 +532,10 @@ impl Scenario {
         };
 
         let mut groups = Vec::new();
+        let mut group_names = HashSet::new();
         for g in &raw.group {
             let g = g.get_ref();
-            check_name(
-                loc,
-                &g.name,
-                "group.name",
-                groups.iter().map(|x: &Group| &x.name),
-            )?;
+            check_name(loc, &g.name, "group.name", &mut group_names)?;
             let weight = match &g.weight {
                 Some(w) => positive(loc, w, "group.weight")?,
                 None => 1024,
@@ -532,16 +546,13 @@ impl Scenario {
             });
         }
 
+        // Processes and tasks share one namespace: both are rows of the report.
+        let mut names = HashSet::new();
         let mut processes: Vec<Process> = Vec::new();
         for p in raw.process {
             let entry_line = loc.line_col(p.span().start).0;
             let p = p.into_inner();
-            check_name(
-                loc,
-                &p.name,
-                "process.name",
-                processes.iter().map(|x| &x.name),
-            )?;
+            check_name(loc, &p.name, "process.name", &mut names)?;
             let burst = match p.burst {
                 Some(b) if b.get_ref().0 == 0 => {
                     return Err(loc.err(b.span(), "process.burst", "must be greater than zero"))
@@ -601,28 +612,29 @@ impl Scenario {
                 None => None,
             };
             let cpus = check_cpus(loc, p.cpus.as_ref(), cores, "process.cpus")?;
-            let work =
-                match &p.work {
-                    None => Work::Spin,
-                    Some(w) => match w.get_ref().as_str() {
-                        "spin" => Work::Spin,
-                        "stride" => Work::Stride {
-                            array: p.array.unwrap_or(Bytes(5_000_000)).0,
-                            stride: p.stride.unwrap_or(Bytes(64)).0,
-                        },
-                        "barrier" => Work::Barrier {
-                            compute: p.compute.unwrap_or(Nanos::from_us(100)),
-                        },
-                        "pingpong" => Work::PingPong,
-                        other => return Err(loc.err(
+            let work = match &p.work {
+                None => Work::Spin,
+                Some(w) => match w.get_ref().as_str() {
+                    "spin" => Work::Spin,
+                    "stride" => Work::Stride {
+                        array: p.array.unwrap_or(Bytes(5_000_000)).0,
+                        stride: p.stride.unwrap_or(Bytes(64)).0,
+                    },
+                    "barrier" => Work::Barrier {
+                        compute: p.compute.unwrap_or(Nanos::from_us(100)),
+                    },
+                    "pingpong" => Work::PingPong,
+                    other => {
+                        return Err(loc.err(
                             w.span(),
                             "process.work",
                             format!(
                                 "unknown workload \"{other}\" (spin, stride, barrier, pingpong)"
                             ),
-                        )),
-                    },
-                };
+                        ))
+                    }
+                },
+            };
             let command = match p.command {
                 Some(c) if c.get_ref().is_empty() || c.get_ref()[0].is_empty() => {
                     return Err(loc.err(
@@ -665,15 +677,7 @@ impl Scenario {
             let entry_span = t.span();
             let entry_line = loc.line_col(entry_span.start).0;
             let t = t.into_inner();
-            check_name(
-                loc,
-                &t.name,
-                "task.name",
-                tasks
-                    .iter()
-                    .map(|x| &x.name)
-                    .chain(processes.iter().map(|p| &p.name)),
-            )?;
+            check_name(loc, &t.name, "task.name", &mut names)?;
             if t.period.get_ref().0 == 0 {
                 return Err(loc.err(t.period.span(), "task.period", "must be greater than zero"));
             }
@@ -856,17 +860,18 @@ fn parse_policy(
     Ok(spec)
 }
 
-fn check_name<'a>(
+/// Checks a name and records it in `seen`, its namespace.
+fn check_name(
     loc: &Locator,
     name: &Spanned<String>,
     field: &str,
-    mut existing: impl Iterator<Item = &'a String>,
+    seen: &mut HashSet<String>,
 ) -> Result<(), ScenarioError> {
     let n = name.get_ref();
     if n.is_empty() || n.chars().any(|c| c.is_control()) {
         return Err(loc.err(name.span(), field, "must be a non-empty printable name"));
     }
-    if existing.any(|e| e == n) {
+    if !seen.insert(n.clone()) {
         return Err(loc.err(name.span(), field, format!("duplicate name \"{n}\"")));
     }
     Ok(())

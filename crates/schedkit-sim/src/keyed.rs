@@ -18,7 +18,7 @@
 use crate::policy::{Ctx, Dispatcher, Enqueue};
 use schedkit_core::trace::Slot;
 use schedkit_core::Nanos;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 
 /// What a key-ordered policy must say.
 pub trait KeyPolicy {
@@ -28,6 +28,9 @@ pub trait KeyPolicy {
     const NAME: &'static str;
     /// Whether a waiting thread with a smaller key takes the core of a running one.
     const PREEMPTIVE: bool;
+    /// Whether keys only grow in enqueue order (the key is the ticket): the queue is then a
+    /// plain FIFO.
+    const FIFO: bool = false;
     /// The key of `slot` now. `ticket` increases with every enqueue (FIFO order).
     fn key(&self, ctx: &Ctx, slot: Slot, why: Enqueue, ticket: u64) -> Self::Key;
     /// The time slice, if the policy has one.
@@ -36,24 +39,51 @@ pub trait KeyPolicy {
     }
 }
 
+/// The ready threads, in key order.
+///
+/// Policies whose key is the enqueue ticket (FCFS, RR) are plain FIFOs: for them a
+/// `VecDeque` gives O(1) enqueue and pick instead of a B-tree's O(log n) with node moves
+/// (the RR benchmark spends most of its time here). Removal from the FIFO is lazy: the
+/// entry stays until it reaches the front, and is recognised as stale because the slot's
+/// current key differs.
+enum Store<K: Ord + Copy> {
+    Ordered(BTreeSet<(K, Slot)>),
+    Fifo {
+        queue: VecDeque<(K, Slot)>,
+        live: usize,
+    },
+}
+
 /// The generic dispatcher over a [`KeyPolicy`].
 pub struct Keyed<P: KeyPolicy> {
     policy: P,
-    queue: BTreeSet<(P::Key, Slot)>,
+    store: Store<P::Key>,
     /// Key of each queued slot.
     keys: Vec<Option<P::Key>>,
     ticket: u64,
     any_affinity: bool,
+    /// Scratch for `preempt` (no allocation per decision).
+    idle: Vec<usize>,
+    busy: Vec<(P::Key, usize)>,
 }
 
 impl<P: KeyPolicy> Keyed<P> {
     pub fn new(policy: P) -> Keyed<P> {
         Keyed {
             policy,
-            queue: BTreeSet::new(),
+            store: if P::FIFO {
+                Store::Fifo {
+                    queue: VecDeque::new(),
+                    live: 0,
+                }
+            } else {
+                Store::Ordered(BTreeSet::new())
+            },
             keys: Vec::new(),
             ticket: 0,
             any_affinity: false,
+            idle: Vec::new(),
+            busy: Vec::new(),
         }
     }
 
@@ -63,6 +93,26 @@ impl<P: KeyPolicy> Keyed<P> {
             self.keys.resize(i + 1, None);
         }
         &mut self.keys[i]
+    }
+
+    fn is_empty(&self) -> bool {
+        match &self.store {
+            Store::Ordered(q) => q.is_empty(),
+            Store::Fifo { live, .. } => *live == 0,
+        }
+    }
+
+    /// Queued threads in key order (the first `n` live ones).
+    fn first_n(&self, n: usize) -> Vec<(P::Key, Slot)> {
+        match &self.store {
+            Store::Ordered(q) => q.iter().take(n).copied().collect(),
+            Store::Fifo { queue, .. } => queue
+                .iter()
+                .filter(|(k, s)| self.keys.get(*s as usize) == Some(&Some(*k)))
+                .take(n)
+                .copied()
+                .collect(),
+        }
     }
 }
 
@@ -78,20 +128,53 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
             self.any_affinity = true;
         }
         *self.key_slot(slot) = Some(key);
-        self.queue.insert((key, slot));
+        match &mut self.store {
+            Store::Ordered(q) => {
+                q.insert((key, slot));
+            }
+            Store::Fifo { queue, live } => {
+                debug_assert!(
+                    queue.back().is_none_or(|(k, _)| *k < key),
+                    "FIFO keys must grow"
+                );
+                queue.push_back((key, slot));
+                *live += 1;
+            }
+        }
     }
 
     fn pick_next(&mut self, ctx: &Ctx, core: usize) -> Option<Slot> {
-        let found = if self.any_affinity {
-            self.queue
-                .iter()
-                .find(|(_, s)| ctx.thread(*s).allowed_on(core))
-                .copied()
-        } else {
-            self.queue.first().copied()
+        let allowed = |s: Slot| !self.any_affinity || ctx.thread(s).allowed_on(core);
+        let (key, slot) = match &mut self.store {
+            Store::Ordered(q) => {
+                let found = if self.any_affinity {
+                    q.iter().find(|(_, s)| allowed(*s)).copied()
+                } else {
+                    q.first().copied()
+                };
+                let (key, slot) = found?;
+                q.remove(&(key, slot));
+                (key, slot)
+            }
+            Store::Fifo { queue, live } => {
+                let keys = &self.keys;
+                let is_live = |k: &P::Key, s: Slot| keys.get(s as usize) == Some(&Some(*k));
+                // Drop stale entries at the front, then take the first allowed live one.
+                while queue.front().is_some_and(|(k, s)| !is_live(k, *s)) {
+                    queue.pop_front();
+                }
+                let i = queue
+                    .iter()
+                    .position(|(k, s)| is_live(k, *s) && allowed(*s))?;
+                let entry = queue.remove(i).expect("index found above");
+                *live -= 1;
+                if queue.len() > 2 * *live + 64 {
+                    queue.retain(|(k, s)| is_live(k, *s));
+                }
+                entry
+            }
         };
-        let (key, slot) = found?;
-        self.queue.remove(&(key, slot));
+        let _ = key;
         *self.key_slot(slot) = None;
         Some(slot)
     }
@@ -101,32 +184,53 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
     }
 
     fn preempt(&mut self, ctx: &Ctx, out: &mut Vec<usize>) {
-        if !P::PREEMPTIVE || self.queue.is_empty() {
+        if !P::PREEMPTIVE || self.is_empty() {
             return;
         }
         // Current keys of running threads (a key may depend on remaining work).
-        let mut idle: Vec<usize> = Vec::new();
-        let mut busy: Vec<(P::Key, usize)> = Vec::new();
+        self.idle.clear();
+        self.busy.clear();
         for (core, r) in ctx.running.iter().enumerate() {
             match r {
-                None => idle.push(core),
-                Some(s) => busy.push((self.policy.key(ctx, *s, Enqueue::Preempted, 0), core)),
+                None => self.idle.push(core),
+                Some(s) => self
+                    .busy
+                    .push((self.policy.key(ctx, *s, Enqueue::Preempted, 0), core)),
             }
         }
-        if busy.is_empty() {
+        if self.busy.is_empty() {
             return;
         }
-        busy.sort();
-        for &(key, slot) in self.queue.iter().take(ctx.cores) {
+        // Fast path: without affinities, nothing is preempted when the best waiting thread
+        // does not beat the worst running one and idle cores can take what waits.
+        let candidates = self.first_n(ctx.cores);
+        if !self.any_affinity {
+            let worst = self
+                .busy
+                .iter()
+                .map(|b| b.0)
+                .max()
+                .expect("busy is not empty");
+            let beats = candidates.iter().filter(|(k, _)| *k < worst).count();
+            if beats == 0 || candidates.len() <= self.idle.len() {
+                return;
+            }
+        }
+        self.busy.sort();
+        for (key, slot) in candidates {
             let t = ctx.thread(slot);
-            if let Some(i) = idle.iter().position(|&c| t.allowed_on(c)) {
-                idle.swap_remove(i);
+            if let Some(i) = self.idle.iter().position(|&c| t.allowed_on(c)) {
+                self.idle.swap_remove(i);
                 continue;
             }
             // The worst running key this thread beats, on a core it may use.
-            match busy.iter().rposition(|&(k, c)| k > key && t.allowed_on(c)) {
+            match self
+                .busy
+                .iter()
+                .rposition(|&(k, c)| k > key && t.allowed_on(c))
+            {
                 Some(i) => {
-                    out.push(busy.remove(i).1);
+                    out.push(self.busy.remove(i).1);
                 }
                 None => {
                     if !self.any_affinity {
@@ -134,7 +238,7 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
                     }
                 }
             }
-            if busy.is_empty() {
+            if self.busy.is_empty() {
                 break;
             }
         }
@@ -142,7 +246,12 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
 
     fn remove(&mut self, _ctx: &Ctx, slot: Slot) {
         if let Some(key) = self.key_slot(slot).take() {
-            self.queue.remove(&(key, slot));
+            match &mut self.store {
+                Store::Ordered(q) => {
+                    q.remove(&(key, slot));
+                }
+                Store::Fifo { live, .. } => *live -= 1,
+            }
         }
     }
 }

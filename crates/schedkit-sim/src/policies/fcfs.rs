@@ -14,6 +14,7 @@ impl KeyPolicy for Fcfs {
     type Key = u64;
     const NAME: &'static str = "fcfs";
     const PREEMPTIVE: bool = false;
+    const FIFO: bool = true;
     fn key(&self, _ctx: &Ctx, _slot: Slot, _why: Enqueue, ticket: u64) -> u64 {
         ticket
     }
