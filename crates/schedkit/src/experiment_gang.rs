@@ -1,7 +1,8 @@
 //! `schedkit experiment gang`: where gang scheduling pays (seed 002, Hori et al.).
 //!
 //! (a) **This machine.** Two jobs of two threads, each iterating `compute` of busy work and
-//! then a spin barrier across its threads. Each job runs alone first (its solo rate), then
+//! then a spin barrier across its threads. Each job runs alone first (its solo rate: alone
+//! under `gang`, i.e. one thread pinned per CPU and never stopped: a dedicated machine), then
 //! both together under `default` (the kernel decides; nothing keeps a job's threads
 //! together) and under `gang` for every quantum (the matrix puts each job in its own slot on
 //! both cores; the freezer stops the other). Per configuration: barrier rounds per second per
@@ -368,9 +369,12 @@ pub fn run(a: GangExpArgs) -> Result<(), Failure> {
         for _ in 0..repeat {
             for (j, s) in solo.iter_mut().enumerate() {
                 bar.set_message(format!("job {} alone", ["a", "b"][j]));
+                // Alone under gang: one slot, never stopped, one thread per CPU: the
+                // dedicated machine (alone under `default` the kernel may still put both
+                // threads on one CPU, which is no reference).
                 let r = real_run(
                     1,
-                    PolicySpec::new(PolicyName::Default),
+                    PolicySpec::new(PolicyName::Gang),
                     duration,
                     compute,
                     a.nice,
@@ -457,7 +461,7 @@ pub fn run(a: GangExpArgs) -> Result<(), Failure> {
                 ..Default::default()
             })
             .collect();
-        add("each job alone".into(), &solo_rows, None, &mut t);
+        add("each job alone (pinned)".into(), &solo_rows, None, &mut t);
         let d = add("default (both)".into(), &default, None, &mut t);
         for (i, &q) in quanta.iter().enumerate() {
             let p = add(format!("gang {q} ms"), &gang[i], Some(q), &mut t);
