@@ -165,6 +165,8 @@ pub struct Engine<'a> {
     live: usize,
     pending_arrivals: usize,
     scratch: Vec<usize>,
+    /// Reused by `decide` (no allocation per decision).
+    picks: Vec<(usize, Slot)>,
 }
 
 impl<'a> Engine<'a> {
@@ -199,6 +201,7 @@ impl<'a> Engine<'a> {
             live: 0,
             pending_arrivals: 0,
             scratch: Vec::new(),
+            picks: Vec::new(),
         };
         for (i, p) in scenario.processes.iter().enumerate() {
             if p.arrival <= e.horizon {
@@ -503,8 +506,13 @@ impl<'a> Engine<'a> {
     /// One scheduling decision after a batch of simultaneous events.
     fn decide(&mut self) {
         self.stats.batches += 1;
-        for core in 0..self.cores_n {
-            self.charge(core);
+        // Keys that depend on work done (SRTF's remaining time, CFS's vruntime) must be
+        // current before the policy compares them; other policies are charged lazily (at
+        // slice end, preemption, stop), which keeps a decision from costing O(cores).
+        if self.policy.charge_before_preempt() {
+            for core in 0..self.cores_n {
+                self.charge(core);
+            }
         }
         // Preemptions requested by the policy.
         let mut out = std::mem::take(&mut self.scratch);
@@ -514,13 +522,15 @@ impl<'a> Engine<'a> {
         }
         for &core in &out {
             if let Some(slot) = self.cores[core].running {
+                self.charge(core);
                 self.vacate(core, slot, Reason::Preempted);
                 pcall!(self, enqueue(slot, Enqueue::Preempted));
             }
         }
         self.scratch = out;
         // Phase 1: every idle core picks (the dispatcher's queues change here only).
-        let mut picks: Vec<(usize, Slot)> = Vec::new();
+        let mut picks = std::mem::take(&mut self.picks);
+        picks.clear();
         for core in 0..self.cores_n {
             if self.cores[core].running.is_some() {
                 continue;

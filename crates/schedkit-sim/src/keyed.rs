@@ -31,6 +31,9 @@ pub trait KeyPolicy {
     /// Whether keys only grow in enqueue order (the key is the ticket): the queue is then a
     /// plain FIFO.
     const FIFO: bool = false;
+    /// Whether a running thread's key changes as it runs (SRTF's remaining time). Policies
+    /// with static keys set false, so the engine need not charge every core per decision.
+    const KEY_CHANGES_WHILE_RUNNING: bool = true;
     /// The key of `slot` now. `ticket` increases with every enqueue (FIFO order).
     fn key(&self, ctx: &Ctx, slot: Slot, why: Enqueue, ticket: u64) -> Self::Key;
     /// The time slice, if the policy has one.
@@ -181,6 +184,10 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
 
     fn time_slice(&mut self, ctx: &Ctx, _core: usize, _slot: Slot) -> Option<Nanos> {
         self.policy.slice(ctx)
+    }
+
+    fn charge_before_preempt(&self) -> bool {
+        P::PREEMPTIVE && P::KEY_CHANGES_WHILE_RUNNING
     }
 
     fn preempt(&mut self, ctx: &Ctx, out: &mut Vec<usize>) {

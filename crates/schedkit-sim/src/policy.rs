@@ -143,6 +143,14 @@ pub trait Dispatcher {
     /// from its `remaining`). Default: nothing.
     fn charge(&mut self, _ctx: &Ctx, _slot: Slot, _core: usize, _ran: Nanos) {}
 
+    /// Whether `preempt` reads state that `charge` updates (remaining work, virtual
+    /// runtime), so the engine must charge every running thread before each decision.
+    /// Default: true (always correct; policies with static keys return false to save
+    /// O(cores) per decision).
+    fn charge_before_preempt(&self) -> bool {
+        true
+    }
+
     /// Pushes into `out` the cores whose running thread must be preempted now. Default: none
     /// (non-preemptive).
     fn preempt(&mut self, _ctx: &Ctx, _out: &mut Vec<usize>) {}

@@ -15,6 +15,7 @@ impl KeyPolicy for Dm {
     type Key = (Nanos, Nanos, u64);
     const NAME: &'static str = "dm";
     const PREEMPTIVE: bool = true;
+    const KEY_CHANGES_WHILE_RUNNING: bool = false;
     fn key(&self, ctx: &Ctx, slot: Slot, _why: Enqueue, _ticket: u64) -> Self::Key {
         let t = ctx.thread(slot);
         (t.rel_deadline, t.arrival, t.seq)

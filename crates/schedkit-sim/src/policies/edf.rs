@@ -19,6 +19,7 @@ impl KeyPolicy for Edf {
     type Key = (Nanos, Nanos, u64);
     const NAME: &'static str = "edf";
     const PREEMPTIVE: bool = true;
+    const KEY_CHANGES_WHILE_RUNNING: bool = false;
     fn key(&self, ctx: &Ctx, slot: Slot, _why: Enqueue, _ticket: u64) -> Self::Key {
         let t = ctx.thread(slot);
         (t.deadline, t.arrival, t.seq)

@@ -20,6 +20,7 @@ impl<const PREEMPTIVE: bool> KeyPolicy for Priority<PREEMPTIVE> {
         "priority"
     };
     const PREEMPTIVE: bool = PREEMPTIVE;
+    const KEY_CHANGES_WHILE_RUNNING: bool = false;
     fn key(&self, ctx: &Ctx, slot: Slot, _why: Enqueue, _ticket: u64) -> Self::Key {
         let t = ctx.thread(slot);
         (t.priority, t.arrival, t.seq)
