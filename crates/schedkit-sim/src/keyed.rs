@@ -68,6 +68,10 @@ pub struct Keyed<P: KeyPolicy> {
     /// Scratch for `preempt` (no allocation per decision).
     idle: Vec<usize>,
     busy: Vec<(P::Key, usize)>,
+    /// Key of the thread running on each core, for static keys. Every thread reaches a core
+    /// through `pick_next`, which refreshes the entry, and an entry is used only while its
+    /// slot is the one running there.
+    run_cache: Vec<Option<(Slot, P::Key)>>,
 }
 
 impl<P: KeyPolicy> Keyed<P> {
@@ -87,6 +91,7 @@ impl<P: KeyPolicy> Keyed<P> {
             any_affinity: false,
             idle: Vec::new(),
             busy: Vec::new(),
+            run_cache: Vec::new(),
         }
     }
 
@@ -96,6 +101,31 @@ impl<P: KeyPolicy> Keyed<P> {
             self.keys.resize(i + 1, None);
         }
         &mut self.keys[i]
+    }
+
+    /// The key of the thread running on `core`; cached per core when keys are static.
+    fn running_key(&mut self, ctx: &Ctx, core: usize, slot: Slot) -> P::Key {
+        if P::KEY_CHANGES_WHILE_RUNNING {
+            return self.policy.key(ctx, slot, Enqueue::Preempted, 0);
+        }
+        if self.run_cache.len() < ctx.cores {
+            self.run_cache.resize(ctx.cores, None);
+        }
+        match self.run_cache[core] {
+            Some((s, k)) if s == slot => k,
+            _ => {
+                let k = self.policy.key(ctx, slot, Enqueue::Preempted, 0);
+                self.run_cache[core] = Some((slot, k));
+                k
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match &self.store {
+            Store::Ordered(q) => q.len(),
+            Store::Fifo { live, .. } => *live,
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -177,7 +207,12 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
                 entry
             }
         };
-        let _ = key;
+        if !P::KEY_CHANGES_WHILE_RUNNING {
+            if self.run_cache.len() < ctx.cores {
+                self.run_cache.resize(ctx.cores, None);
+            }
+            self.run_cache[core] = Some((slot, key));
+        }
         *self.key_slot(slot) = None;
         Some(slot)
     }
@@ -194,37 +229,41 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
         if !P::PREEMPTIVE || self.is_empty() {
             return;
         }
-        // Current keys of running threads (a key may depend on remaining work).
+        // Pass 1, allocation-free: the worst running key and the idle cores.
+        let mut worst: Option<P::Key> = None;
+        let mut idle = 0;
+        for (core, r) in ctx.running.iter().enumerate() {
+            match r {
+                None => idle += 1,
+                Some(s) => {
+                    let k = self.running_key(ctx, core, *s);
+                    worst = Some(worst.map_or(k, |w| w.max(k)));
+                }
+            }
+        }
+        let Some(worst) = worst else { return };
+        // Without affinities nothing is preempted when the best waiting thread does not beat
+        // the worst running one, or when the idle cores can take everything that waits.
+        if !self.any_affinity {
+            let best = self.first_n(1)[0].0;
+            if best >= worst || self.len() <= idle {
+                return;
+            }
+        }
+        // Pass 2: place the best waiting threads one by one.
         self.idle.clear();
         self.busy.clear();
         for (core, r) in ctx.running.iter().enumerate() {
             match r {
                 None => self.idle.push(core),
-                Some(s) => self
-                    .busy
-                    .push((self.policy.key(ctx, *s, Enqueue::Preempted, 0), core)),
-            }
-        }
-        if self.busy.is_empty() {
-            return;
-        }
-        // Fast path: without affinities, nothing is preempted when the best waiting thread
-        // does not beat the worst running one and idle cores can take what waits.
-        let candidates = self.first_n(ctx.cores);
-        if !self.any_affinity {
-            let worst = self
-                .busy
-                .iter()
-                .map(|b| b.0)
-                .max()
-                .expect("busy is not empty");
-            let beats = candidates.iter().filter(|(k, _)| *k < worst).count();
-            if beats == 0 || candidates.len() <= self.idle.len() {
-                return;
+                Some(s) => {
+                    let k = self.running_key(ctx, core, *s);
+                    self.busy.push((k, core));
+                }
             }
         }
         self.busy.sort();
-        for (key, slot) in candidates {
+        for (key, slot) in self.first_n(ctx.cores) {
             let t = ctx.thread(slot);
             if let Some(i) = self.idle.iter().position(|&c| t.allowed_on(c)) {
                 self.idle.swap_remove(i);
