@@ -203,17 +203,22 @@ impl<'a> Engine<'a> {
             scratch: Vec::new(),
             picks: Vec::new(),
         };
+        // The initial arrivals and releases are heapified in one O(n) pass (`extend` rebuilds)
+        // rather than sifted in one by one: scenarios with 10,000 processes start faster.
+        let mut initial = Vec::with_capacity(scenario.processes.len() + scenario.tasks.len());
         for (i, p) in scenario.processes.iter().enumerate() {
             if p.arrival <= e.horizon {
-                e.push(p.arrival, Kind::Arrive { process: i });
+                initial.push(e.entry(p.arrival, Kind::Arrive { process: i }));
                 e.pending_arrivals += 1;
             }
         }
         for (i, t) in scenario.tasks.iter().enumerate() {
             if t.offset < e.horizon {
-                e.push(t.offset, Kind::Release { task: i });
+                initial.push(e.entry(t.offset, Kind::Release { task: i }));
             }
         }
+        e.queue.extend(initial);
+        e.stats.peak_queue = e.queue.len();
         if let Some(c) = &e.controller {
             let _ = c.period();
             e.push(Nanos::ZERO, Kind::Control);
@@ -224,9 +229,15 @@ impl<'a> Engine<'a> {
         e
     }
 
-    fn push(&mut self, t: Nanos, kind: Kind) {
+    /// A queue entry: events at one instant run by class, then in the order they were made.
+    fn entry(&mut self, t: Nanos, kind: Kind) -> Reverse<(Nanos, u8, u64, Kind)> {
         self.seq += 1;
-        self.queue.push(Reverse((t, kind.class(), self.seq, kind)));
+        Reverse((t, kind.class(), self.seq, kind))
+    }
+
+    fn push(&mut self, t: Nanos, kind: Kind) {
+        let entry = self.entry(t, kind);
+        self.queue.push(entry);
         self.stats.peak_queue = self.stats.peak_queue.max(self.queue.len());
     }
 
