@@ -336,6 +336,7 @@ impl<'a> Engine<'a> {
                         seq: self.thread_seq,
                         state: ThreadState::Ready,
                         last_core: None,
+                        cpu: Nanos::ZERO,
                     };
                     let slot = self.new_slot(t, None);
                     self.arrive(slot);
@@ -442,6 +443,7 @@ impl<'a> Engine<'a> {
                 seq: self.thread_seq,
                 state: ThreadState::Ready,
                 last_core: None,
+                cpu: Nanos::ZERO,
             };
             let slot = self.new_slot(t, Some(id));
             self.arrive(slot);
@@ -458,6 +460,7 @@ impl<'a> Engine<'a> {
         let ran = self.now - c.charged_at;
         c.charged_at = self.now;
         let t = &mut self.threads[slot as usize];
+        t.cpu += ran;
         if let Some(r) = &mut t.remaining {
             *r = r.saturating_sub(ran);
         }
@@ -672,6 +675,10 @@ impl<'a> Engine<'a> {
         let Some(mut ctl) = self.controller.take() else {
             return;
         };
+        // Running threads may be charged lazily; the snapshot shows CPU time up to now.
+        for core in 0..self.cores_n {
+            self.charge(core);
+        }
         let views: Vec<ThreadView> = self
             .threads
             .iter()
@@ -688,9 +695,7 @@ impl<'a> Engine<'a> {
                 weight: t.weight,
                 base_weight: self.scenario.processes[t.process.expect("filtered")].weight,
                 runnable: matches!(t.state, ThreadState::Ready | ThreadState::Running(_)),
-                cpu: t
-                    .demand
-                    .map_or(Nanos::ZERO, |d| d - t.remaining.unwrap_or(d)),
+                cpu: t.cpu,
             })
             .collect();
         let mut actions = Vec::new();

@@ -89,6 +89,8 @@ pub struct SimThread {
     pub seq: u64,
     pub state: ThreadState,
     pub last_core: Option<usize>,
+    /// CPU time received so far (charged lazily for static-key policies).
+    pub cpu: Nanos,
 }
 
 impl SimThread {
