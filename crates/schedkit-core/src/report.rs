@@ -606,8 +606,8 @@ impl Metrics {
                 ideal_share: ideal / capacity,
                 lag_ns: (ideal - e.cpu as f64).round() as i64,
                 max_abs_lag_ns: e.max_abs_lag.round() as u64,
-                avg_waiting_ns: if wait.2 > 0 { wait.0 / wait.2 } else { 0 },
-                avg_turnaround_ns: if wait.2 > 0 { wait.1 / wait.2 } else { 0 },
+                avg_waiting_ns: wait.0.checked_div(wait.2).unwrap_or(0),
+                avg_turnaround_ns: wait.1.checked_div(wait.2).unwrap_or(0),
                 work_done: e.work_done,
                 work_rate: e.work_done.map(|w| w as f64 / (window as f64 / 1e9)),
             }
@@ -640,8 +640,8 @@ impl Metrics {
                     ideal_share: ideal / capacity,
                     lag_ns: (ideal - cpu as f64).round() as i64,
                     max_abs_lag_ns: self.group_max_abs_lag[g].round() as u64,
-                    avg_waiting_ns: if wait.2 > 0 { wait.0 / wait.2 } else { 0 },
-                    avg_turnaround_ns: if wait.2 > 0 { wait.1 / wait.2 } else { 0 },
+                    avg_waiting_ns: wait.0.checked_div(wait.2).unwrap_or(0),
+                    avg_turnaround_ns: wait.1.checked_div(wait.2).unwrap_or(0),
                     work_done: None,
                     work_rate: None,
                 }
@@ -680,7 +680,7 @@ impl Metrics {
                     Nanos::ZERO
                 },
             );
-        let div = |a: u64, n: u64| if n > 0 { a / n } else { 0 };
+        let div = |a: u64, n: u64| a.checked_div(n).unwrap_or(0);
         Report {
             engine: self.engine,
             policy: self.policy,

@@ -89,16 +89,16 @@ impl fmt::Display for Nanos {
         let n = self.0;
         let (div, unit) = if n == 0 {
             (1, "s")
-        } else if n % 1_000_000_000 == 0 || n >= 10_000_000_000 {
+        } else if n.is_multiple_of(1_000_000_000) || n >= 10_000_000_000 {
             (1_000_000_000, "s")
-        } else if n % 1_000_000 == 0 || n >= 10_000_000 {
+        } else if n.is_multiple_of(1_000_000) || n >= 10_000_000 {
             (1_000_000, "ms")
-        } else if n % 1_000 == 0 || n >= 10_000 {
+        } else if n.is_multiple_of(1_000) || n >= 10_000 {
             (1_000, "us")
         } else {
             (1, "ns")
         };
-        if n % div == 0 {
+        if n.is_multiple_of(div) {
             write!(f, "{}{unit}", n / div)
         } else {
             let width = div.ilog10() as usize;
