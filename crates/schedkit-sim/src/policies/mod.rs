@@ -36,15 +36,15 @@ pub const SIM_POLICIES: &[PolicyName] = &[
     PolicyName::Rr,
     PolicyName::Priority,
     PolicyName::PriorityPreemptive,
+    PolicyName::Lottery,
+    PolicyName::Stride,
+    PolicyName::Mlfq,
     PolicyName::Cfs,
     PolicyName::Pfs,
     PolicyName::Tfps,
     PolicyName::Twrs,
     PolicyName::GlobalFair,
     PolicyName::Tenants,
-    PolicyName::Lottery,
-    PolicyName::Stride,
-    PolicyName::Mlfq,
     PolicyName::Edf,
     PolicyName::Rm,
     PolicyName::Dm,
@@ -80,6 +80,7 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
             controller: schedkit_core::controllers::build(scenario),
         },
         PolicyName::Dm => plain(Box::new(Keyed::new(dm::Dm))),
+        PolicyName::Pedf => plain(Box::new(pedf::build(scenario)?)),
         PolicyName::Lottery => plain(Box::new(lottery::Lottery::new(
             scenario.policy.seed,
             scenario.cores,
@@ -90,7 +91,6 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
             scenario.policy.quantum,
             scenario.policy.boost,
         ))),
-        PolicyName::Pedf => plain(Box::new(pedf::build(scenario)?)),
         // Gang scheduling (seed 002): the matrix controller stops and resumes whole jobs and
         // pins their threads to its columns; the dispatcher runs only what is pinned.
         PolicyName::Gang => {
