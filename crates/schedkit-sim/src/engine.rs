@@ -170,6 +170,7 @@ pub struct Engine<'a> {
     scratch: Vec<usize>,
     /// Reused by `decide` (no allocation per decision).
     picks: Vec<(usize, Slot)>,
+    order: Vec<usize>,
 }
 
 impl<'a> Engine<'a> {
@@ -207,6 +208,7 @@ impl<'a> Engine<'a> {
             pending_arrivals: 0,
             scratch: Vec::new(),
             picks: Vec::new(),
+            order: Vec::new(),
         };
         // The initial arrivals and first releases form a sorted stream beside the heap: known
         // up front, they need no heap operations at all (scenarios with 10,000 processes
@@ -571,10 +573,20 @@ impl<'a> Engine<'a> {
             }
         }
         self.scratch = out;
-        // Phase 1: every idle core picks (the dispatcher's queues change here only).
+        // Phase 1: every idle core picks (the dispatcher's queues change here only). Cores
+        // that just gave up a thread pick first, so a thread whose slice ended with nothing
+        // else waiting continues where it is instead of being pulled by an idle neighbour
+        // (the kernel keeps running the current task in that case too).
         let mut picks = std::mem::take(&mut self.picks);
         picks.clear();
-        for core in 0..self.cores_n {
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        if self.cores.iter().any(|c| c.vacated.is_some()) {
+            order.extend((0..self.cores_n).filter(|&c| self.cores[c].vacated.is_some()));
+            order.extend((0..self.cores_n).filter(|&c| self.cores[c].vacated.is_none()));
+        }
+        for i in 0..self.cores_n {
+            let core = if order.is_empty() { i } else { order[i] };
             if self.cores[core].running.is_some() {
                 continue;
             }
@@ -610,13 +622,15 @@ impl<'a> Engine<'a> {
             }
         }
         // Phase 3: dispatch, or continue a thread picked again on its own core.
-        for (core, s) in picks {
+        for &(core, s) in &picks {
             if self.cores[core].vacated.take().is_some() {
                 self.begin_run(core, s, false);
             } else {
                 self.dispatch(core, s);
             }
         }
+        self.picks = picks;
+        self.order = order;
     }
 
     fn dispatch(&mut self, core: usize, slot: Slot) {
