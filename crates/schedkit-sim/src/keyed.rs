@@ -20,6 +20,31 @@ use schedkit_core::trace::Slot;
 use schedkit_core::Nanos;
 use std::collections::{BTreeSet, VecDeque};
 
+/// Removes and returns the smallest entry of `queue` whose thread may run on `core`.
+///
+/// Shared by every dispatcher that keeps its ready threads in an ordered set (this module,
+/// MLFQ, stride). Without affinities in play (`any_affinity` false) it is the set's first
+/// entry, O(log n); otherwise it scans from the smallest key to the first allowed thread.
+pub fn take_first_allowed<K: Ord + Copy>(
+    queue: &mut BTreeSet<K>,
+    ctx: &Ctx,
+    core: usize,
+    any_affinity: bool,
+    slot_of: impl Fn(&K) -> Slot,
+) -> Option<K> {
+    let found = if any_affinity {
+        queue
+            .iter()
+            .find(|k| ctx.thread(slot_of(k)).allowed_on(core))
+            .copied()
+    } else {
+        queue.first().copied()
+    };
+    let key = found?;
+    queue.remove(&key);
+    Some(key)
+}
+
 /// What a key-ordered policy must say.
 pub trait KeyPolicy {
     /// Ordering key; smaller runs first. Must be unique per thread (end it with a ticket or
@@ -179,16 +204,7 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
     fn pick_next(&mut self, ctx: &Ctx, core: usize) -> Option<Slot> {
         let allowed = |s: Slot| !self.any_affinity || ctx.thread(s).allowed_on(core);
         let (key, slot) = match &mut self.store {
-            Store::Ordered(q) => {
-                let found = if self.any_affinity {
-                    q.iter().find(|(_, s)| allowed(*s)).copied()
-                } else {
-                    q.first().copied()
-                };
-                let (key, slot) = found?;
-                q.remove(&(key, slot));
-                (key, slot)
-            }
+            Store::Ordered(q) => take_first_allowed(q, ctx, core, self.any_affinity, |e| e.1)?,
             Store::Fifo { queue, live } => {
                 let keys = &self.keys;
                 let is_live = |k: &P::Key, s: Slot| keys.get(s as usize) == Some(&Some(*k));

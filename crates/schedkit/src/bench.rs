@@ -15,9 +15,10 @@
 //! as skipped, not dropped silently.
 
 use crate::cli::Failure;
+use crate::output::table;
 use anyhow::{anyhow, Context};
 use clap::{Args, Subcommand};
-use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+
 use schedkit_core::generate::{bench_workloads, gedf_workload, tasks_toml, Workload};
 use schedkit_core::scenario::Scenario;
 use schedkit_core::Nanos;
@@ -182,18 +183,6 @@ fn measure(w: &Workload, repeats: usize) -> Result<Measured, Failure> {
         meets_target: rate >= w.target,
         deadline_misses: misses,
     })
-}
-
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header(header.to_vec());
-    for i in 1..header.len() {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    t
 }
 
 /// `12.3 M` style rates.

@@ -21,6 +21,7 @@
 //! per-phase times). Every run checks the residual ||Ax - b|| / ||b|| against the original
 //! system. Times are medians over `--repeat` runs.
 
+use crate::output::table;
 use std::cell::UnsafeCell;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -29,7 +30,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Args;
-use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+use comfy_table::Table;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -678,18 +679,6 @@ fn method2<B: Backend>(
     let t0 = Instant::now();
     be.run_all(jobs)?;
     Ok((fw, t0.elapsed().as_secs_f64()))
-}
-
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header(header.iter().map(comfy_table::Cell::new));
-    for i in 0..header.len() {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    t
 }
 
 fn times_table(rows: &[Row]) -> Table {

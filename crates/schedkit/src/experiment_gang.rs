@@ -20,8 +20,9 @@
 
 use crate::chart::{Axis, Chart, LineChart, Series};
 use crate::cli::Failure;
+use crate::output::table;
 use clap::Args;
-use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+use comfy_table::Table;
 use rand::{Rng, SeedableRng};
 use schedkit_core::controllers::gang::{ClusterOverhead, Gang};
 use schedkit_core::gang_overhead::{OverheadModel, Pattern};
@@ -299,18 +300,6 @@ fn scale(nodes: usize, cpn: usize, jobs: usize) -> ScaleRow {
         switches: s.switches,
         max_rows: s.max_rows,
     }
-}
-
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header(header.to_vec());
-    for i in 1..header.len() {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    t
 }
 
 fn write_chart(path: &Path, chart: &LineChart) -> Result<(), Failure> {

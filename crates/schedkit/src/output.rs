@@ -14,7 +14,8 @@ fn pct(x: f64) -> String {
     format!("{:.2}", x * 100.0)
 }
 
-fn table(header: &[&str]) -> Table {
+/// A table in schedkit's style: light borders, first column left, the others right.
+pub fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY);
     t.set_header(header.to_vec());

@@ -1,8 +1,9 @@
 //! `schedkit topo`: the machine's topology (sysfs) as a table or JSON.
 
 use crate::cli::Failure;
+use crate::output::table;
 use clap::Args;
-use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+
 use schedkit_linux::topo::Topology;
 
 #[derive(Args)]
@@ -21,18 +22,6 @@ fn human(b: u64) -> String {
     } else {
         format!("{b} B")
     }
-}
-
-fn table(header: &[&str]) -> Table {
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header(header.to_vec());
-    for i in 0..header.len() {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    t
 }
 
 /// The human rendering.

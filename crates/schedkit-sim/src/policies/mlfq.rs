@@ -31,6 +31,7 @@
 //! its earlier place, i.e. it resumes before threads that were queued after it. Among running
 //! threads of the same (lowest) level, the one on the highest-numbered core is preempted first.
 
+use crate::keyed::take_first_allowed;
 use crate::policy::{Ctx, Dispatcher, Enqueue};
 use schedkit_core::trace::Slot;
 use schedkit_core::Nanos;
@@ -143,16 +144,7 @@ impl Dispatcher for Mlfq {
     }
 
     fn pick_next(&mut self, ctx: &Ctx, core: usize) -> Option<Slot> {
-        let found = if self.any_affinity {
-            self.queue
-                .iter()
-                .find(|(_, _, s)| ctx.thread(*s).allowed_on(core))
-                .copied()
-        } else {
-            self.queue.first().copied()
-        };
-        let key = found?;
-        self.queue.remove(&key);
+        let key = take_first_allowed(&mut self.queue, ctx, core, self.any_affinity, |k| k.2)?;
         self.entry(key.2).queued = false;
         Some(key.2)
     }

@@ -30,6 +30,7 @@
 //! Tie-breaking: equal passes go to the thread that arrived first, then file order (`seq`).
 //! Stride never preempts before a quantum ends; it is work-conserving.
 
+use crate::keyed::take_first_allowed;
 use crate::policy::{Ctx, Dispatcher, Enqueue};
 use schedkit_core::trace::Slot;
 use schedkit_core::Nanos;
@@ -147,16 +148,7 @@ impl Dispatcher for Stride {
     }
 
     fn pick_next(&mut self, ctx: &Ctx, core: usize) -> Option<Slot> {
-        let found = if self.any_affinity {
-            self.queue
-                .iter()
-                .find(|(_, _, s)| ctx.thread(*s).allowed_on(core))
-                .copied()
-        } else {
-            self.queue.first().copied()
-        };
-        let key = found?;
-        self.queue.remove(&key);
+        let key = take_first_allowed(&mut self.queue, ctx, core, self.any_affinity, |k| k.2)?;
         self.client(key.2).queued = false;
         Some(key.2)
     }
