@@ -178,6 +178,19 @@ pub struct PolicySpec {
     /// CFS: percentage the busiest core's load must exceed the local one by before the
     /// balancer moves anything (the kernel's `imbalance_pct`, default 125 = 25 %).
     pub imbalance_pct: u32,
+    /// Gang: charge every slot switch with seed 002's overhead model for a cluster of
+    /// `cores / cores_per_node` nodes whose jobs communicate with this pattern. `None` (no
+    /// `comm` key): switches are free.
+    pub gang_overhead: Option<GangOverheadSpec>,
+}
+
+/// `[policy] comm` and `cores_per_node`: the simulated cluster behind gang switch costs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GangOverheadSpec {
+    /// Consecutive cores that form one node (default 1).
+    pub cores_per_node: usize,
+    #[serde(skip)]
+    pub pattern: crate::gang_overhead::Pattern,
 }
 
 impl PolicySpec {
@@ -198,6 +211,7 @@ impl PolicySpec {
             levels: 3,
             boost: Nanos::from_secs(1),
             imbalance_pct: 125,
+            gang_overhead: None,
         }
     }
 }
@@ -351,6 +365,8 @@ struct RawPolicy {
     levels: Option<Spanned<i64>>,
     boost: Option<Nanos>,
     imbalance_pct: Option<Spanned<i64>>,
+    comm: Option<Spanned<String>>,
+    cores_per_node: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -520,7 +536,7 @@ impl Scenario {
             None => PolicySpec::new(PolicyName::Fcfs),
             Some(p) => {
                 let span = p.span();
-                parse_policy(loc, p.into_inner(), span)?
+                parse_policy(loc, p.into_inner(), span, cores)?
             }
         };
         let horizon = match raw.run.and_then(|r| r.horizon) {
@@ -790,6 +806,7 @@ fn parse_policy(
     loc: &Locator,
     p: RawPolicy,
     _span: Range<usize>,
+    cores: usize,
 ) -> Result<PolicySpec, ScenarioError> {
     let name = PolicyName::parse(p.name.get_ref()).ok_or_else(|| {
         loc.err(
@@ -856,6 +873,52 @@ fn parse_policy(
             ));
         }
         spec.imbalance_pct = *i.get_ref() as u32;
+    }
+    if let Some(n) = &p.cores_per_node {
+        if p.comm.is_none() {
+            return Err(loc.err(
+                n.span(),
+                "policy.cores_per_node",
+                "only used with `comm` (the gang switch-overhead model)",
+            ));
+        }
+        if *n.get_ref() < 1 || *n.get_ref() as usize > cores {
+            return Err(loc.err(
+                n.span(),
+                "policy.cores_per_node",
+                format!("must be between 1 and cores ({cores})"),
+            ));
+        }
+    }
+    if let Some(c) = &p.comm {
+        use crate::gang_overhead::Pattern;
+        let pattern = Pattern::ALL
+            .into_iter()
+            .find(|x| x.as_str() == c.get_ref())
+            .ok_or_else(|| {
+                loc.err(
+                    c.span(),
+                    "policy.comm",
+                    format!(
+                        "unknown communication pattern \"{}\" (none, neighbour, all-to-all)",
+                        c.get_ref()
+                    ),
+                )
+            })?;
+        if name != PolicyName::Gang {
+            return Err(loc.err(
+                c.span(),
+                "policy.comm",
+                "the switch-overhead model applies to policy \"gang\" only",
+            ));
+        }
+        spec.gang_overhead = Some(GangOverheadSpec {
+            cores_per_node: p
+                .cores_per_node
+                .as_ref()
+                .map_or(1, |n| *n.get_ref() as usize),
+            pattern,
+        });
     }
     Ok(spec)
 }

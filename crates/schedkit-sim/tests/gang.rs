@@ -164,3 +164,49 @@ fn switch_overhead_idles_the_cluster() {
         .expect("b dispatched");
     assert_eq!(first_b.time(), Nanos::from_ms(10) + cost);
 }
+
+/// `[policy] comm` and `cores_per_node` switch on seed 002's overhead model from the scenario
+/// file: every slot switch then leaves the cores idle, so the same jobs finish later.
+#[test]
+fn scenario_keys_charge_switch_overhead() {
+    let base = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/gang/cluster.toml"
+    ))
+    .unwrap();
+    // The bundled file has the model on; the reference run has free switches.
+    let base: String = base
+        .lines()
+        .filter(|l| !l.starts_with("comm =") && !l.starts_with("cores_per_node ="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let free = Scenario::parse("cluster.toml", &base).unwrap();
+    assert!(free.policy.gang_overhead.is_none());
+    let costly_text = base.replace(
+        "name = \"gang\"\n",
+        "name = \"gang\"\ncomm = \"all-to-all\"\ncores_per_node = 4\n",
+    );
+    let costly = Scenario::parse("cluster.toml", &costly_text).unwrap();
+    assert!(costly.policy.gang_overhead.is_some());
+    let (r_free, _, _) = schedkit_sim::simulate_report(&free, false).unwrap();
+    let (r_costly, _, _) = schedkit_sim::simulate_report(&costly, false).unwrap();
+    assert!(
+        r_costly.summary.makespan_ns > r_free.summary.makespan_ns,
+        "{} vs {}",
+        r_costly.summary.makespan_ns,
+        r_free.summary.makespan_ns
+    );
+    // Same work done either way.
+    let cpu = |r: &schedkit_core::Report| r.processes.iter().map(|p| p.cpu_ns).sum::<u64>();
+    assert_eq!(cpu(&r_costly), cpu(&r_free));
+    // Bad values are located errors.
+    let bad = base.replace("name = \"gang\"\n", "name = \"gang\"\ncomm = \"smoke\"\n");
+    let e = Scenario::parse("cluster.toml", &bad).unwrap_err();
+    assert_eq!(e.field, "policy.comm");
+    let bad = base.replace(
+        "name = \"gang\"\n",
+        "name = \"gang\"\ncomm = \"none\"\ncores_per_node = 64\n",
+    );
+    let e = Scenario::parse("cluster.toml", &bad).unwrap_err();
+    assert_eq!(e.field, "policy.cores_per_node");
+}

@@ -42,7 +42,17 @@ pub fn build(scenario: &Scenario) -> Option<Box<dyn Controller>> {
             spec.imbalance_pct,
         )),
         PolicyName::Tenants => Box::new(tenants::Tenants::new(spec.period)),
-        PolicyName::Gang => Box::new(gang::Gang::new(spec.quantum, scenario.cores)),
+        PolicyName::Gang => {
+            let g = gang::Gang::new(spec.quantum, scenario.cores);
+            Box::new(match &spec.gang_overhead {
+                Some(o) => g.with_overhead(gang::ClusterOverhead {
+                    model: crate::gang_overhead::OverheadModel::default(),
+                    cores_per_node: o.cores_per_node,
+                    pattern: o.pattern,
+                }),
+                None => g,
+            })
+        }
         _ => return None,
     })
 }
