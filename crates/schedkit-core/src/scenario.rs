@@ -256,6 +256,28 @@ pub struct Process {
     pub line: usize,
 }
 
+impl Process {
+    /// A process built in code (experiments, the one-line `run`): arrives at 0, runs until
+    /// the horizon, nice 0, one ticket, no group or affinity, the scenario defaults otherwise.
+    pub fn new(name: impl Into<String>, threads: u32, work: Work) -> Process {
+        Process {
+            name: name.into(),
+            arrival: Nanos::ZERO,
+            burst: None,
+            threads,
+            nice: 0,
+            weight: nice_to_weight(0),
+            priority: 0,
+            tickets: 1,
+            group: None,
+            cpus: None,
+            work,
+            command: None,
+            line: 0,
+        }
+    }
+}
+
 /// One `[[group]]` (tenant).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Group {

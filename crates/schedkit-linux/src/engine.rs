@@ -254,6 +254,20 @@ fn rt_priority(explicit: Option<u32>, scenario_priority: i32) -> u32 {
 }
 
 /// Per-thread sampler state.
+impl Track {
+    /// Closes the thread's open run interval, if any, with a Deschedule for `reason`.
+    fn leave_core(&mut self, events: &mut Vec<Event>, t: Nanos, reason: Reason) {
+        if let Some(core) = self.open_core.take() {
+            events.push(Event::Deschedule {
+                t,
+                core,
+                slot: self.slot,
+                reason,
+            });
+        }
+    }
+}
+
 struct Track {
     process: usize,
     index: u32,
@@ -1061,14 +1075,7 @@ fn sample(
         let tr = &mut tracks[o.tr];
         let at = end_of.get(&k).copied().unwrap_or(t0).max(tr.arrive_ns);
         if let Some(f) = o.finish {
-            if let Some(c) = tr.open_core.take() {
-                events.push(Event::Deschedule {
-                    t: Nanos(at),
-                    core: c,
-                    slot: tr.slot,
-                    reason: Reason::Finished,
-                });
-            }
+            tr.leave_core(events, Nanos(at), Reason::Finished);
             events.push(Event::Finish {
                 t: Nanos(f.max(at)),
                 slot: tr.slot,
@@ -1077,14 +1084,7 @@ fn sample(
             continue;
         }
         if !o.runnable && tr.runnable {
-            if let Some(c) = tr.open_core.take() {
-                events.push(Event::Deschedule {
-                    t: Nanos(at),
-                    core: c,
-                    slot: tr.slot,
-                    reason: Reason::Blocked,
-                });
-            }
+            tr.leave_core(events, Nanos(at), Reason::Blocked);
             events.push(Event::Block {
                 t: Nanos(at),
                 slot: tr.slot,
@@ -1110,14 +1110,7 @@ fn sample(
         if done {
             // Threads of an ended command that the sampler still holds finish now.
             for tr in tracks.iter_mut().filter(|t| t.process == p && !t.finished) {
-                if let Some(c) = tr.open_core.take() {
-                    events.push(Event::Deschedule {
-                        t: Nanos(t1),
-                        core: c,
-                        slot: tr.slot,
-                        reason: Reason::Finished,
-                    });
-                }
+                tr.leave_core(events, Nanos(t1), Reason::Finished);
                 events.push(Event::Finish {
                     t: Nanos(t1),
                     slot: tr.slot,

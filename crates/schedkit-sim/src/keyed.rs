@@ -160,16 +160,27 @@ impl<P: KeyPolicy> Keyed<P> {
         }
     }
 
-    /// Queued threads in key order (the first `n` live ones).
-    fn first_n(&self, n: usize) -> Vec<(P::Key, Slot)> {
+    /// The smallest queued key (no allocation: this is on every preemption check).
+    fn first_key(&self) -> Option<P::Key> {
         match &self.store {
-            Store::Ordered(q) => q.iter().take(n).copied().collect(),
+            Store::Ordered(q) => q.first().map(|e| e.0),
             Store::Fifo { queue, .. } => queue
                 .iter()
-                .filter(|(k, s)| self.keys.get(*s as usize) == Some(&Some(*k)))
-                .take(n)
-                .copied()
-                .collect(),
+                .find(|(k, s)| self.keys.get(*s as usize) == Some(&Some(*k)))
+                .map(|e| e.0),
+        }
+    }
+
+    /// Queued threads in key order, live ones only (FIFO entries may be stale).
+    fn queued(&self) -> Box<dyn Iterator<Item = (P::Key, Slot)> + '_> {
+        match &self.store {
+            Store::Ordered(q) => Box::new(q.iter().copied()),
+            Store::Fifo { queue, .. } => Box::new(
+                queue
+                    .iter()
+                    .filter(|(k, s)| self.keys.get(*s as usize) == Some(&Some(*k)))
+                    .copied(),
+            ),
         }
     }
 }
@@ -261,7 +272,7 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
         // Without affinities nothing is preempted when the best waiting thread does not beat
         // the worst running one, or when the idle cores can take everything that waits.
         if !self.any_affinity {
-            let best = self.first_n(1)[0].0;
+            let best = self.first_key().expect("queue is not empty");
             if best >= worst || self.len() <= idle {
                 return;
             }
@@ -279,7 +290,8 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
             }
         }
         self.busy.sort();
-        for (key, slot) in self.first_n(ctx.cores) {
+        let candidates: Vec<_> = self.queued().take(ctx.cores).collect();
+        for (key, slot) in candidates {
             let t = ctx.thread(slot);
             if let Some(i) = self.idle.iter().position(|&c| t.allowed_on(c)) {
                 self.idle.swap_remove(i);

@@ -197,21 +197,11 @@ fn scenario(threads: u32, array: u64, stride: u64, exclusive: bool) -> Scenario 
             PolicyName::Default
         }),
         horizon: Nanos::from_secs(3600),
-        processes: vec![Process {
-            name: "walk".into(),
-            arrival: Nanos::ZERO,
-            burst: None,
+        processes: vec![Process::new(
+            "walk",
             threads,
-            nice: 0,
-            weight: 1024,
-            priority: 0,
-            tickets: 1,
-            group: None,
-            cpus: None,
-            work: Work::Stride { array, stride },
-            command: None,
-            line: 0,
-        }],
+            Work::Stride { array, stride },
+        )],
         groups: Vec::new(),
         tasks: Vec::new(),
     }

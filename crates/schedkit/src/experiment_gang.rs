@@ -85,19 +85,9 @@ fn median(v: &mut [f64]) -> f64 {
 
 fn process(name: &str, threads: u32, burst: Option<Nanos>, arrival: Nanos, work: Work) -> Process {
     Process {
-        name: name.into(),
         arrival,
         burst,
-        threads,
-        nice: 0,
-        weight: 1024,
-        priority: 0,
-        tickets: 1,
-        group: None,
-        cpus: None,
-        work,
-        command: None,
-        line: 0,
+        ..Process::new(name, threads, work)
     }
 }
 
