@@ -70,7 +70,9 @@ fn trace_of_a_real_run_keeps_the_event_contract() {
         }
     }
     assert_eq!(finished, 2);
-    // Each thread's CPU time in the trace matches the 30 ms it burned, within a sample.
+    // Each thread's CPU time in the trace matches the 30 ms it burned, within a sample
+    // period (10 ms): the trace places run pieces inside each sample, so it may be short by
+    // up to one sample (seen: 27.6 ms) and long by the sampler's lag.
     let mut cpu = std::collections::HashMap::new();
     let mut open = std::collections::HashMap::new();
     for e in &o.events {
@@ -86,7 +88,7 @@ fn trace_of_a_real_run_keeps_the_event_contract() {
     }
     for (slot, ns) in cpu {
         assert!(
-            (28_000_000..=45_000_000).contains(&ns),
+            (20_000_000..=45_000_000).contains(&ns),
             "slot {slot}: {ns} ns"
         );
     }
