@@ -136,13 +136,14 @@ fn run_and_sim_reports_have_the_same_keys() {
     keys(&run, "", &mut b);
     assert_eq!(a, b);
     assert!(a.contains(".summary.max_abs_lag_ns") && a.contains(".threads[].turnaround_ns"));
-    // The real run really ran: every thread finished with its 40 ms of CPU.
+    // The real run really ran: every thread finished with its 40 ms of CPU (the trace may be
+    // short by up to one 10 ms sample period).
     assert_eq!(run["engine"], "run");
     let threads = run["threads"].as_array().unwrap();
     assert_eq!(threads.len(), 3);
     for t in threads {
         let cpu = t["cpu_ns"].as_u64().unwrap();
-        assert!((35_000_000..=60_000_000).contains(&cpu), "{t}");
+        assert!((30_000_000..=60_000_000).contains(&cpu), "{t}");
         assert!(t["finish_ns"].as_u64().is_some(), "{t}");
     }
     assert!(run["processes"][1]["work_done"].as_u64().unwrap() > 0);
