@@ -82,6 +82,8 @@ pub struct SimStats {
     pub peak_slots: usize,
     pub peak_jobs: usize,
     pub peak_queue: usize,
+    /// The dispatcher's own counters ([`Dispatcher::counters`]), e.g. PAWS steals.
+    pub policy_counters: Vec<(&'static str, u64)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -275,6 +277,7 @@ impl<'a> Engine<'a> {
         // their high-water marks.
         self.stats.peak_slots = self.threads.len();
         self.stats.peak_jobs = self.jobs.len();
+        self.stats.policy_counters = self.policy.counters();
         self.stats
     }
 
@@ -367,6 +370,7 @@ impl<'a> Engine<'a> {
                         seq: self.thread_seq,
                         state: ThreadState::Ready,
                         last_core: None,
+                        par: false,
                         cpu: Nanos::ZERO,
                     };
                     let slot = self.new_slot(t, None);
@@ -402,7 +406,7 @@ impl<'a> Engine<'a> {
                         self.jobs.len() - 1
                     }
                 };
-                self.start_region(id);
+                self.start_region(id, None);
                 let next = self.now + tk.period;
                 if next < self.horizon {
                     self.push(next, Kind::Release { task });
@@ -442,16 +446,17 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Creates the threads of the current region of job `id`.
-    fn start_region(&mut self, id: usize) {
+    /// Creates the threads of the current region of job `id`; `at` is the core where the
+    /// previous region ended (the fork/join point), `None` for a job's first region.
+    fn start_region(&mut self, id: usize, at: Option<usize>) {
         let (task, job, region, deadline) = {
             let j = self.jobs[id].as_ref().expect("live job");
             (j.task, j.job, j.region, j.deadline)
         };
         let tk = &self.scenario.tasks[task];
-        let demands: Vec<Nanos> = match &tk.regions[region] {
-            Region::Seq(c) => vec![*c],
-            Region::Par(v) => v.clone(),
+        let (demands, par): (Vec<Nanos>, bool) = match &tk.regions[region] {
+            Region::Seq(c) => (vec![*c], false),
+            Region::Par(v) => (v.clone(), true),
         };
         self.jobs[id].as_mut().expect("live job").threads_left = demands.len();
         for c in demands {
@@ -473,7 +478,8 @@ impl<'a> Engine<'a> {
                 rel_deadline: tk.deadline,
                 seq: self.thread_seq,
                 state: ThreadState::Ready,
-                last_core: None,
+                last_core: at,
+                par,
                 cpu: Nanos::ZERO,
             };
             let slot = self.new_slot(t, Some(id));
@@ -534,7 +540,7 @@ impl<'a> Engine<'a> {
                 let (task, job) = (j.task, j.job);
                 if j.region + 1 < self.scenario.tasks[task].regions.len() {
                     j.region += 1;
-                    self.start_region(id);
+                    self.start_region(id, Some(core));
                 } else {
                     self.jobs[id] = None;
                     self.free_jobs.push(id);

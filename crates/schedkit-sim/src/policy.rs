@@ -88,7 +88,13 @@ pub struct SimThread {
     /// Global creation order: the last tie-breaker (arrival, then file order).
     pub seq: u64,
     pub state: ThreadState,
+    /// The core it last ran on. A real-time job's threads of a later region start with the
+    /// core where the previous region ended (the fork/join point, where the job's master
+    /// continues), so a thread run elsewhere counts as a migration (seed 001's definition:
+    /// "a thread run on another core than where it was spawned, a job resumed on another core").
     pub last_core: Option<usize>,
+    /// Whether it is one of the threads of a parallel region (`par = [...]`) of a job.
+    pub par: bool,
     /// CPU time received so far (charged lazily for static-key policies).
     pub cpu: Nanos,
 }
@@ -179,5 +185,11 @@ pub trait Dispatcher {
     /// property tests check this for every policy that says so.
     fn work_conserving(&self) -> bool {
         true
+    }
+
+    /// Policy-specific counters (e.g. PAWS steals), copied into [`crate::SimStats`] at the end
+    /// of a run. Default: none.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
     }
 }

@@ -9,6 +9,7 @@ pub mod fcfs;
 pub mod gang;
 pub mod lottery;
 pub mod mlfq;
+pub mod paws;
 pub mod pedf;
 pub mod priority;
 pub mod rm;
@@ -16,6 +17,7 @@ pub mod rr;
 pub mod sjf;
 pub mod srtf;
 pub mod stride;
+pub mod ws;
 
 use crate::keyed::Keyed;
 use crate::policy::Dispatcher;
@@ -50,6 +52,8 @@ pub const SIM_POLICIES: &[PolicyName] = &[
     PolicyName::Dm,
     PolicyName::Gedf,
     PolicyName::Pedf,
+    PolicyName::Paws,
+    PolicyName::Ws,
     PolicyName::Gang,
 ];
 
@@ -81,6 +85,8 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
         },
         PolicyName::Dm => plain(Box::new(Keyed::new(dm::Dm))),
         PolicyName::Pedf => plain(Box::new(pedf::build(scenario)?)),
+        PolicyName::Paws => plain(Box::new(paws::Paws::build(scenario)?)),
+        PolicyName::Ws => plain(Box::new(ws::Ws::build(scenario)?)),
         PolicyName::Lottery => plain(Box::new(lottery::Lottery::new(
             scenario.policy.seed,
             scenario.cores,
