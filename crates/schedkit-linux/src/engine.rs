@@ -59,6 +59,12 @@ pub enum RunPolicy {
     /// Gang scheduling (seed 002): the matrix controller pins threads and stops / resumes
     /// whole jobs through the freezer ([`crate::freezer::GangRun`]).
     Gang { quantum: Nanos },
+    /// `process-fair` (seed 004, ch. 3): every scenario process in its own cgroup, equal
+    /// weights ([`crate::cgroup`]).
+    ProcessFair,
+    /// A fair-share controller of `schedkit_core::controllers` (`pfs`, `tfps`, `twrs`,
+    /// `tenants`, `global-fair`) run every `period` on the live threads; see [`FairRun`].
+    Fair { name: PolicyName, period: Nanos },
 }
 
 impl RunPolicy {
@@ -75,16 +81,42 @@ impl RunPolicy {
             PolicyName::Gang => RunPolicy::Gang {
                 quantum: s.policy.quantum,
             },
+            PolicyName::ProcessFair => RunPolicy::ProcessFair,
+            name @ (PolicyName::Pfs
+            | PolicyName::Tfps
+            | PolicyName::Twrs
+            | PolicyName::Tenants
+            | PolicyName::GlobalFair) => RunPolicy::Fair {
+                name,
+                period: s.policy.period,
+            },
             other => {
                 return Err(Error::Input(format!(
-                    "{}: policy.name: `{other}` runs in `schedkit sim` only; `schedkit run` supports default, fcfs, rr, exclusive and gang",
+                    "{}: policy.name: `{other}` runs in `schedkit sim` only; `schedkit run` supports default, fcfs, rr, exclusive, gang, process-fair, pfs, tfps, twrs, tenants and global-fair",
                     s.file
                 )))
             }
         })
     }
     fn needs_rt(&self) -> bool {
-        !matches!(self, RunPolicy::Default | RunPolicy::Gang { .. })
+        !matches!(
+            self,
+            RunPolicy::Default
+                | RunPolicy::Gang { .. }
+                | RunPolicy::ProcessFair
+                | RunPolicy::Fair { .. }
+        )
+    }
+    /// Policies that place job threads in cgroups of their own.
+    fn uses_cgroups(&self) -> bool {
+        matches!(
+            self,
+            RunPolicy::ProcessFair
+                | RunPolicy::Fair {
+                    name: PolicyName::Tenants,
+                    ..
+                }
+        )
     }
 }
 
@@ -173,6 +205,8 @@ pub struct RunOutcome {
     pub undone: Vec<Undone>,
     /// Gang scheduling: freezer backend and switch times.
     pub gang: Option<crate::freezer::GangRunReport>,
+    /// Fair-share policies: controller cost, cgroups, nice overrides, weight timeline.
+    pub fair: Option<FairReport>,
 }
 
 /// The flag SIGINT and SIGTERM set once [`install_signal_handlers`] ran.
@@ -235,6 +269,25 @@ pub fn preflight(s: &Scenario, policy: &RunPolicy, topo: &Topology) -> Result<()
         _ => {}
     }
     let privs = Privileges::current();
+    if policy.uses_cgroups() && !privs.root {
+        return Err(Error::Privilege(
+            "policies process-fair and tenants create cgroups under the cpu controller's mount: run as root".into(),
+        ));
+    }
+    if let RunPolicy::Fair {
+        name: PolicyName::Tenants,
+        ..
+    } = policy
+    {
+        for g in &s.groups {
+            if let Err(m) = crate::ctl::check_weight(g.weight) {
+                return Err(Error::Input(format!(
+                    "{}: group.weight: group `{}`: {m}",
+                    s.file, g.name
+                )));
+            }
+        }
+    }
     if policy.needs_rt() && !(privs.root || privs.sys_nice) {
         return Err(Error::Privilege(format!(
             "policy {} needs real-time scheduling (CAP_SYS_NICE): {}",
@@ -330,7 +383,11 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     // Journal only when the run changes shared state.
     let needs_journal = matches!(
         opts.policy,
-        RunPolicy::Exclusive(_) | RunPolicy::Rr { .. } | RunPolicy::Gang { .. }
+        RunPolicy::Exclusive(_)
+            | RunPolicy::Rr { .. }
+            | RunPolicy::Gang { .. }
+            | RunPolicy::ProcessFair
+            | RunPolicy::Fair { .. }
     );
     let mut journal = if needs_journal {
         Some(Journal::create(&opts.state_dir, &roots)?)
@@ -380,6 +437,17 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         RunPolicy::Gang { quantum } => Some(crate::freezer::GangRun::new(&roots, *quantum)),
         _ => None,
     };
+    // Fair-share policies: cgroups, the controller, the control socket.
+    let mut fair = match &opts.policy {
+        RunPolicy::ProcessFair | RunPolicy::Fair { .. } => Some(FairRun::new(
+            scenario,
+            &opts.policy,
+            &roots,
+            journal.as_mut().expect("journal"),
+            &opts.state_dir,
+        )?),
+        _ => None,
+    };
 
     // Order of arrival.
     let mut order: Vec<usize> = (0..scenario.processes.len()).collect();
@@ -424,6 +492,12 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
             // The gang controller pins each thread to its matrix column; the class is set
             // explicitly, since the engine thread they inherit from runs SCHED_FIFO.
             RunPolicy::Gang { .. } => (None, Some(Policy::Other { nice: proc_.nice })),
+            // SCHED_OTHER explicitly: weights (nice, cgroup shares) only act on that class,
+            // and v1 refuses real-time threads in a new cpu cgroup.
+            RunPolicy::ProcessFair | RunPolicy::Fair { .. } => (
+                proc_.cpus.as_ref().map(|c| c.iter().copied().collect()),
+                Some(Policy::Other { nice: proc_.nice }),
+            ),
             RunPolicy::Exclusive(_) => (
                 Some(CpuSet::single(job_list[k % job_list.len()])),
                 Some(Policy::Fifo {
@@ -464,6 +538,11 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     }
                     if let Some(pol) = pol {
                         sched::set_thread(pid, pol)?;
+                    }
+                    // Into its cgroup before it runs: every thread and child it makes is
+                    // born inside.
+                    if let Some(f) = fair.as_ref() {
+                        f.attach_command(p, pid)?;
                     }
                     let counters = opts
                         .perf
@@ -590,6 +669,9 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                             }
                         }
                     }
+                    if let Some(f) = fair.as_ref() {
+                        f.attach_thread(p, pid, tid, is_cmd, scenario.processes[p].nice)?;
+                    }
                     let counters = (opts.perf && !is_cmd)
                         .then(|| CounterSet::open(source.as_mut(), Target::Thread(tid), &kinds));
                     by_tid.insert(tid, tracks.len());
@@ -646,6 +728,23 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     journal.as_mut().expect("journal"),
                 )?;
             }
+            // Fair-share policies: control requests at every sample, the controller every
+            // period.
+            if let Some(f) = fair.as_mut() {
+                let j = journal.as_mut().expect("journal");
+                f.serve_ctl(t_now, scenario, &mut events);
+                if t_now >= f.next_tick {
+                    f.tick(
+                        t_now,
+                        scenario,
+                        ncpu,
+                        (&tracks, &by_tid),
+                        j,
+                        &mut events,
+                        &mut warnings,
+                    );
+                }
+            }
             if let Some(cb) = opts.progress.as_mut() {
                 cb((t_now as f64 / horizon as f64).min(1.0));
             }
@@ -661,6 +760,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
             let next = gang
                 .as_ref()
                 .map_or(next, |g| next.min(t_now + g.period().as_nanos() as u64));
+            let next = fair.as_ref().map_or(next, |f| next.min(f.next_tick));
             let sleep = next.saturating_sub(origin.elapsed().as_nanos() as u64);
             std::thread::sleep(Duration::from_nanos(sleep.max(200_000)));
         }
@@ -779,6 +879,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
             r.join();
         }
     }
+    let fair = fair.map(|f| f.finish(end));
     // Undo (also on error: the journal's Drop would, but we want the report).
     let undone = journal.as_mut().map(|j| j.undo()).unwrap_or_default();
     drop(journal);
@@ -804,6 +905,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         interrupted,
         undone,
         gang,
+        fair,
     })
 }
 
@@ -1132,4 +1234,628 @@ fn sample(
 
 fn last_piece_of(seq: &[(usize, u64)], n: usize, k: usize) -> bool {
     !seq[n + 1..].iter().any(|s| s.0 == k)
+}
+
+/// What the fair-share policies did during a run (`schedkit run` prints it).
+#[derive(Clone, Debug, Serialize)]
+pub struct FairReport {
+    pub policy: String,
+    pub period_ns: u64,
+    /// Controller ticks run.
+    pub ticks: u64,
+    /// CPU time of the controller loop itself (snapshot, controller, applying its actions,
+    /// override checks), from getrusage(RUSAGE_THREAD) around every tick.
+    pub controller_cpu_ns: u64,
+    /// Run length, for `controller_cpu_ns` as a share of one core.
+    pub wall_ns: u64,
+    /// Threads the controller saw at its last tick (most at any tick).
+    pub max_threads: usize,
+    /// `cgroup v1 cpu.shares at /sys/fs/cgroup/cpu/schedkit-123`, when cgroups were used.
+    pub cgroups: Option<String>,
+    /// Each cgroup's key and final weight (v2 units).
+    pub cgroup_weights: Vec<(String, u64)>,
+    /// setpriority calls made for `SetWeight`.
+    pub nice_changes: u64,
+    /// Threads found with a nice value they set themselves, set back.
+    pub overrides: u64,
+    /// The first few overrides, in words.
+    pub first_overrides: Vec<String>,
+    /// sched_setaffinity calls made for `Migrate`.
+    pub migrations: u64,
+    /// Group weight changes through `schedkit ctl`, in order.
+    pub weight_changes: Vec<crate::ctl::WeightChange>,
+    pub ctl_socket: Option<PathBuf>,
+    /// Control connections refused for their peer credentials.
+    pub ctl_refused: u64,
+}
+
+impl FairReport {
+    /// Controller CPU as a percentage of one core over the run.
+    pub fn controller_cpu_pct(&self) -> f64 {
+        100.0 * self.controller_cpu_ns as f64 / self.wall_ns.max(1) as f64
+    }
+}
+
+/// The controller loop of the fair-share policies on real threads.
+///
+/// Every `policy.period` (first at the first sample after time 0) it builds the controller
+/// [`Snapshot`](schedkit_core::control::Snapshot) from the sampler's latest `/proc` readings
+/// (threads come and go: every live thread the sampler tracks, its last CPU, runnable or not,
+/// its CPU time), runs the *same* controller the simulator runs, and applies its actions:
+///
+/// - `SetWeight`: the nearest nice value (`weights::nearest_nice`, the kernel's prio_to_weight
+///   table) with setpriority on the TID; the thread's original class is journaled the first
+///   time, so undo (or `schedkit restore`) puts its nice value back. Before each tick every
+///   thread's nice is read back: one the thread changed itself is set back and counted;
+/// - `Migrate`: sched_setaffinity to that one CPU (first change journaled per thread);
+/// - `SetGroupWeight`: the group's cgroup weight (tenants), also what `schedkit ctl
+///   set-weight` does, recorded in the trace as `GroupWeightChange` and in the report.
+///
+/// With cgroups carrying the tenant weights, the tenants controller's per-thread `SetWeight`
+/// (its model of the same hierarchy on one flat run queue) is not applied: the kernel's group
+/// scheduling does that split itself, and both together would count the weights twice.
+/// `Stop`/`Resume` belong to gang scheduling, which has its own loop
+/// ([`crate::freezer::GangRun`]).
+pub struct FairRun {
+    policy: String,
+    controller: Option<Box<dyn schedkit_core::control::Controller>>,
+    period: u64,
+    next_tick: u64,
+    cgroups: Option<crate::cgroup::CpuGroups>,
+    /// Cgroup of each scenario process.
+    cg_of_process: Vec<usize>,
+    /// Cgroup of each scenario group (tenants).
+    cg_of_group: Vec<usize>,
+    group_weights: Vec<u64>,
+    /// Apply `SetWeight` with nice (false when cgroups carry the weights).
+    thread_weights: bool,
+    /// Weight last asked for, per TID.
+    weight: HashMap<i32, u64>,
+    /// Nice value each thread should have, per TID (set at its first tick, then by us).
+    nice: HashMap<i32, i32>,
+    sched_journaled: std::collections::HashSet<i32>,
+    affinity_journaled: std::collections::HashSet<i32>,
+    nice_changes: u64,
+    overrides: u64,
+    first_overrides: Vec<String>,
+    migrations: u64,
+    ticks: u64,
+    cpu_ns: u64,
+    max_threads: usize,
+    changes: Vec<crate::ctl::WeightChange>,
+    ctl: Option<crate::ctl::CtlServer>,
+    ctl_path: Option<PathBuf>,
+    ctl_refused: u64,
+    views: Vec<schedkit_core::control::ThreadView>,
+    actions: Vec<schedkit_core::control::Action>,
+    nice_warned: bool,
+    /// The engine thread's class before the run raised it.
+    old_class: Option<Policy>,
+}
+
+/// The calling thread's CPU time (user + system), ns, from getrusage(RUSAGE_THREAD).
+fn thread_rusage_ns() -> u64 {
+    // SAFETY: ru is a valid, writable rusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return 0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn get_nice(tid: i32) -> Option<i32> {
+    // getpriority returns the nice value; -1 is valid, so errno tells failure apart.
+    // SAFETY: errno location is thread-local and writable; getpriority has no preconditions.
+    unsafe {
+        *libc::__errno_location() = 0;
+        let n = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+        (*libc::__errno_location() == 0).then_some(n)
+    }
+}
+
+fn set_nice(tid: i32, nice: i32) -> std::io::Result<()> {
+    // SAFETY: setpriority has no memory preconditions.
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl FairRun {
+    fn new(
+        scenario: &Scenario,
+        policy: &RunPolicy,
+        roots: &Roots,
+        journal: &mut Journal,
+        state_dir: &std::path::Path,
+    ) -> Result<FairRun> {
+        let (name, period, controller) = match policy {
+            RunPolicy::Fair { name, period } => {
+                let mut sc = scenario.clone();
+                sc.policy.name = *name;
+                sc.policy.period = *period;
+                let c = schedkit_core::controllers::build(&sc).ok_or_else(|| {
+                    Error::Input(format!(
+                        "{}: policy.name: `{name}` has no controller",
+                        scenario.file
+                    ))
+                })?;
+                (*name, period.0.max(1_000_000), Some(c))
+            }
+            _ => (
+                PolicyName::ProcessFair,
+                scenario.policy.period.0.max(1_000_000),
+                None,
+            ),
+        };
+        let tenants = name == PolicyName::Tenants;
+        let mut run = FairRun {
+            policy: name.to_string(),
+            controller,
+            period,
+            next_tick: 0,
+            cgroups: None,
+            cg_of_process: Vec::new(),
+            cg_of_group: Vec::new(),
+            group_weights: scenario.groups.iter().map(|g| g.weight).collect(),
+            thread_weights: !tenants,
+            weight: HashMap::new(),
+            nice: HashMap::new(),
+            sched_journaled: Default::default(),
+            affinity_journaled: Default::default(),
+            nice_changes: 0,
+            overrides: 0,
+            first_overrides: Vec::new(),
+            migrations: 0,
+            ticks: 0,
+            cpu_ns: 0,
+            max_threads: 0,
+            changes: Vec::new(),
+            ctl: None,
+            ctl_path: None,
+            ctl_refused: 0,
+            views: Vec::new(),
+            actions: Vec::new(),
+            nice_warned: false,
+            old_class: sched::get_thread(0).ok(),
+        };
+        // The engine thread samples, ticks and serves the socket: it must not queue behind
+        // the job threads whose weights it raises (twrs gives nice -13 to a lone thread among
+        // fifty), or every period comes late. SCHED_FIFO 10 where allowed, as gang does; job
+        // threads are set SCHED_OTHER by their placement. Put back in `finish`.
+        if sched::set_thread(0, Policy::Fifo { priority: 10 }).is_err() {
+            eprintln!("schedkit: warning: {name}: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); controller periods may be late under load");
+        }
+        if name == PolicyName::ProcessFair || tenants {
+            let mut cg = crate::cgroup::CpuGroups::create(roots, journal)?;
+            if tenants {
+                for g in &scenario.groups {
+                    let i = cg.add(journal, &g.name, None, g.weight)?;
+                    run.cg_of_group.push(i);
+                }
+                for p in &scenario.processes {
+                    // A tenant of several processes splits its weight among them by their
+                    // weights (one cgroup each inside the tenant's); a lone member uses the
+                    // tenant's cgroup; an ungrouped process is its own tenant of weight
+                    // w/1024 (a nice-0 process weighs as much as a tenant of weight 1, as in
+                    // the simulator's tenants controller).
+                    let i = match p.group {
+                        Some(g) => {
+                            let members = scenario
+                                .processes
+                                .iter()
+                                .filter(|q| q.group == Some(g))
+                                .count();
+                            if members > 1 {
+                                let w = ((p.weight * 100 + 512) / 1024).clamp(1, 10_000);
+                                cg.add(journal, &p.name, Some(run.cg_of_group[g]), w)?
+                            } else {
+                                run.cg_of_group[g]
+                            }
+                        }
+                        None => {
+                            let w = ((p.weight + 512) / 1024).clamp(1, 10_000);
+                            cg.add(journal, &p.name, None, w)?
+                        }
+                    };
+                    run.cg_of_process.push(i);
+                }
+                let srv = crate::ctl::CtlServer::bind(state_dir)?;
+                eprintln!(
+                    "schedkit: control socket {} (schedkit ctl set-weight GROUP WEIGHT; schedkit ctl status)",
+                    srv.path().display()
+                );
+                run.ctl_path = Some(srv.path().into());
+                run.ctl = Some(srv);
+            } else {
+                // Equal weights: the default of a new cgroup, written explicitly.
+                for p in &scenario.processes {
+                    let i = cg.add(journal, &p.name, None, 100)?;
+                    run.cg_of_process.push(i);
+                }
+            }
+            run.cgroups = Some(cg);
+        }
+        if run.controller.is_none() {
+            run.next_tick = u64::MAX; // process-fair: the cgroups do it all
+        }
+        Ok(run)
+    }
+
+    /// A command process joins its cgroup (before it is released).
+    fn attach_command(&self, p: usize, pid: i32) -> Result<()> {
+        match &self.cgroups {
+            Some(cg) => cg.attach_process(self.cg_of_process[p], pid),
+            None => Ok(()),
+        }
+    }
+
+    /// A newly found thread joins its process's cgroup: built-in workload threads one by one
+    /// (they are schedkit's own threads); on v1 command threads too (they were born inside,
+    /// unless they moved themselves: the write puts them back).
+    fn attach_thread(&self, p: usize, pid: i32, tid: i32, is_cmd: bool, nice: i32) -> Result<()> {
+        let Some(cg) = &self.cgroups else {
+            return Ok(());
+        };
+        // A built-in thread found before its own setup ran still has the engine thread's
+        // SCHED_FIFO, which a v1 cpu cgroup refuses: give it its SCHED_OTHER class now.
+        if matches!(
+            sched::get_thread(tid),
+            Ok(Policy::Fifo { .. } | Policy::Rr { .. })
+        ) {
+            let _ = sched::set_thread(tid, Policy::Other { nice });
+        }
+        let i = self.cg_of_process[p];
+        match (cg.controller(), is_cmd) {
+            (crate::cgroup::CpuController::V2(_), true) => cg.attach_process(i, pid),
+            _ => cg.attach_thread(i, tid),
+        }
+    }
+
+    /// Serves pending `schedkit ctl` requests.
+    fn serve_ctl(&mut self, now: u64, scenario: &Scenario, events: &mut Vec<Event>) {
+        let Some(mut srv) = self.ctl.take() else {
+            return;
+        };
+        srv.poll(|req| self.handle(req, now, scenario, events));
+        self.ctl_refused = srv.refused;
+        self.ctl = Some(srv);
+    }
+
+    fn handle(
+        &mut self,
+        req: crate::ctl::Request,
+        now: u64,
+        scenario: &Scenario,
+        events: &mut Vec<Event>,
+    ) -> crate::ctl::Reply {
+        use crate::ctl::{GroupStatus, Reply, Request, Status};
+        match req {
+            Request::Status => Reply {
+                ok: true,
+                error: None,
+                message: None,
+                status: Some(Status {
+                    pid: std::process::id() as i32,
+                    policy: self.policy.clone(),
+                    period_ns: self.period,
+                    elapsed_ns: now,
+                    controller: self
+                        .cgroups
+                        .as_ref()
+                        .map(|c| format!("{} at {}", c.controller().name(), c.parent().display()))
+                        .unwrap_or_default(),
+                    groups: scenario
+                        .groups
+                        .iter()
+                        .enumerate()
+                        .map(|(g, sg)| GroupStatus {
+                            name: sg.name.clone(),
+                            weight: self.group_weights[g],
+                            kernel_value: self
+                                .cgroups
+                                .as_ref()
+                                .and_then(|c| c.read_weight_value(*self.cg_of_group.get(g)?)),
+                        })
+                        .collect(),
+                    changes: self.changes.clone(),
+                }),
+            },
+            Request::SetWeight { group, weight } => {
+                if let Err(m) = crate::ctl::check_weight(weight) {
+                    return Reply::error(m);
+                }
+                let Some(g) = scenario.groups.iter().position(|sg| sg.name == group) else {
+                    let known: Vec<&str> =
+                        scenario.groups.iter().map(|g| g.name.as_str()).collect();
+                    return Reply::error(format!(
+                        "unknown group `{group}` (groups of this run: {})",
+                        known.join(", ")
+                    ));
+                };
+                match self.set_group_weight(g, weight, now, scenario, events) {
+                    Ok(()) => Reply::done(format!(
+                        "weight of group {group} set to {weight} at {}",
+                        Nanos(now)
+                    )),
+                    Err(e) => Reply::error(e.to_string()),
+                }
+            }
+        }
+    }
+
+    fn set_group_weight(
+        &mut self,
+        g: usize,
+        weight: u64,
+        now: u64,
+        scenario: &Scenario,
+        events: &mut Vec<Event>,
+    ) -> Result<()> {
+        if let (Some(cg), Some(&i)) = (self.cgroups.as_mut(), self.cg_of_group.get(g)) {
+            cg.set_weight(i, weight)?;
+        }
+        self.group_weights[g] = weight;
+        events.push(Event::GroupWeightChange {
+            t: Nanos(now),
+            group: g,
+            weight,
+        });
+        self.changes.push(crate::ctl::WeightChange {
+            t_ns: now,
+            group: scenario.groups[g].name.clone(),
+            weight,
+        });
+        Ok(())
+    }
+
+    /// One controller period (see the type's docs).
+    #[allow(clippy::too_many_arguments)]
+    fn tick(
+        &mut self,
+        now: u64,
+        scenario: &Scenario,
+        cores: usize,
+        (tracks, by_tid): (&[Track], &HashMap<i32, usize>),
+        journal: &mut Journal,
+        events: &mut Vec<Event>,
+        warnings: &mut Vec<String>,
+    ) {
+        let cpu0 = thread_rusage_ns();
+        self.ticks += 1;
+        self.next_tick = now + self.period;
+        let live = || tracks.iter().filter(|t| !t.finished);
+        // A thread's own nice change: found, set back, reported.
+        if self.thread_weights {
+            for tr in live() {
+                let Some(&want) = self.nice.get(&tr.tid) else {
+                    continue;
+                };
+                if let Some(cur) = get_nice(tr.tid) {
+                    if cur != want && set_nice(tr.tid, want).is_ok() {
+                        self.overrides += 1;
+                        if self.first_overrides.len() < 5 {
+                            let sp = &scenario.processes[tr.process];
+                            self.first_overrides.push(format!(
+                                "{}.{} (tid {}) set nice {cur} at {}; set back to {want}",
+                                sp.name,
+                                tr.index,
+                                tr.tid,
+                                Nanos(now)
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        let Some(ctl) = self.controller.as_mut() else {
+            self.cpu_ns += thread_rusage_ns().saturating_sub(cpu0);
+            return;
+        };
+        self.views.clear();
+        for tr in live() {
+            let sp = &scenario.processes[tr.process];
+            self.views.push(schedkit_core::control::ThreadView {
+                id: tr.tid as u64,
+                process: tr.process,
+                group: sp.group,
+                core: (tr.last.tid != 0).then_some(tr.last.cpu),
+                weight: self.weight.get(&tr.tid).copied().unwrap_or(sp.weight),
+                base_weight: sp.weight,
+                runnable: tr.runnable,
+                cpu: Nanos(tr.prev_run),
+            });
+            // Threads seen for the first time keep the nice their placement gave them.
+            self.nice.entry(tr.tid).or_insert(sp.nice);
+        }
+        self.max_threads = self.max_threads.max(self.views.len());
+        self.actions.clear();
+        ctl.tick(
+            &schedkit_core::control::Snapshot {
+                now: Nanos(now),
+                cores,
+                threads: &self.views,
+                group_weights: &self.group_weights,
+                scenario,
+            },
+            &mut self.actions,
+        );
+        let actions = std::mem::take(&mut self.actions);
+        for a in &actions {
+            use schedkit_core::control::Action;
+            let track_of = |id: u64| {
+                by_tid
+                    .get(&(id as i32))
+                    .map(|&i| &tracks[i])
+                    .filter(|t| !t.finished)
+            };
+            match *a {
+                Action::SetWeight { thread, weight } => {
+                    self.weight.insert(thread as i32, weight);
+                    let Some(tr) = track_of(thread).filter(|_| self.thread_weights) else {
+                        continue;
+                    };
+                    let nice = schedkit_core::weights::nearest_nice(weight as f64);
+                    if self.nice.get(&tr.tid) == Some(&nice)
+                        && self.sched_journaled.contains(&tr.tid)
+                    {
+                        continue;
+                    }
+                    if self.sched_journaled.insert(tr.tid) {
+                        // First change of this thread: its original class and nice go into
+                        // the journal before anything changes.
+                        match journal.set_sched(tr.pid, tr.tid, Policy::Other { nice }) {
+                            Ok(()) => {}
+                            Err(e) => {
+                                self.warn_nice(warnings, &e.to_string());
+                                continue;
+                            }
+                        }
+                    } else if let Err(e) = set_nice(tr.tid, nice) {
+                        self.warn_nice(warnings, &e.to_string());
+                        continue;
+                    }
+                    self.nice.insert(tr.tid, nice);
+                    self.nice_changes += 1;
+                    events.push(Event::WeightChange {
+                        t: Nanos(now),
+                        slot: tr.slot,
+                        weight,
+                    });
+                }
+                Action::Migrate { thread, core } => {
+                    let Some(tr) = track_of(thread) else { continue };
+                    let set = CpuSet::single(core);
+                    let r = if self.affinity_journaled.insert(tr.tid) {
+                        journal.set_affinity(tr.pid, tr.tid, &set)
+                    } else {
+                        affinity::set_thread(tr.tid, &set)
+                    };
+                    if r.is_ok() {
+                        self.migrations += 1;
+                    }
+                }
+                Action::SetGroupWeight { group, weight } => {
+                    if let Err(e) = self.set_group_weight(group, weight, now, scenario, events) {
+                        warnings.push(format!("group weight not set: {e}"));
+                    }
+                }
+                Action::Stop { .. } | Action::Resume { .. } => {}
+            }
+        }
+        self.actions = actions;
+        self.cpu_ns += thread_rusage_ns().saturating_sub(cpu0);
+    }
+
+    fn warn_nice(&mut self, warnings: &mut Vec<String>, e: &str) {
+        if !self.nice_warned {
+            self.nice_warned = true;
+            warnings.push(format!(
+                "a thread weight could not be applied as a nice value ({e}); raising a weight above the scenario's needs CAP_SYS_NICE: {}",
+                Privileges::HOW_TO_NICE
+            ));
+        }
+    }
+
+    /// The report; drops the control socket (the run is over). The cgroups go with the
+    /// journal's undo.
+    fn finish(mut self, end: u64) -> FairReport {
+        self.ctl = None;
+        if let Some(c) = self.old_class {
+            let _ = sched::set_thread(0, c);
+        }
+        FairReport {
+            policy: self.policy,
+            period_ns: self.period,
+            ticks: self.ticks,
+            controller_cpu_ns: self.cpu_ns,
+            wall_ns: end,
+            max_threads: self.max_threads,
+            cgroups: self
+                .cgroups
+                .as_ref()
+                .map(|c| format!("{} at {}", c.controller().name(), c.parent().display())),
+            cgroup_weights: self
+                .cgroups
+                .as_ref()
+                .map(|c| {
+                    c.groups()
+                        .iter()
+                        .map(|g| (g.key.clone(), g.weight))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            nice_changes: self.nice_changes,
+            overrides: self.overrides,
+            first_overrides: self.first_overrides,
+            migrations: self.migrations,
+            weight_changes: self.changes,
+            ctl_socket: self.ctl_path,
+            ctl_refused: self.ctl_refused,
+        }
+    }
+}
+
+/// The fair-share part of `schedkit run`'s text report.
+pub fn render_fair(f: &FairReport) -> String {
+    let mut out = if f.ticks == 0 {
+        format!("\n{}: no controller (cgroup weights only)\n", f.policy)
+    } else {
+        format!(
+        "\n{}: {} controller tick(s) every {}; controller cpu {:.3} ms ({:.3} % of one core, {:.1} us per tick, up to {} threads)\n",
+        f.policy,
+        f.ticks,
+        Nanos(f.period_ns),
+        f.controller_cpu_ns as f64 / 1e6,
+        f.controller_cpu_pct(),
+        f.controller_cpu_ns as f64 / 1e3 / f.ticks.max(1) as f64,
+        f.max_threads
+    )
+    };
+    if let Some(c) = &f.cgroups {
+        let w: Vec<String> = f
+            .cgroup_weights
+            .iter()
+            .map(|(k, w)| format!("{k}={w}"))
+            .collect();
+        out.push_str(&format!(
+            "  cgroups: {c}; weights (cpu.weight units): {}\n",
+            w.join(" ")
+        ));
+    }
+    if f.nice_changes > 0 || f.overrides > 0 {
+        out.push_str(&format!(
+            "  nice values set: {}; threads that changed their own nice, set back: {}\n",
+            f.nice_changes, f.overrides
+        ));
+        for o in &f.first_overrides {
+            out.push_str(&format!("    {o}\n"));
+        }
+    }
+    if f.migrations > 0 {
+        out.push_str(&format!(
+            "  shuttle moves (sched_setaffinity): {} ({:.1} per second)\n",
+            f.migrations,
+            f.migrations as f64 * 1e9 / f.wall_ns.max(1) as f64
+        ));
+    }
+    if let Some(p) = &f.ctl_socket {
+        out.push_str(&format!("  control socket: {}\n", p.display()));
+    }
+    for c in &f.weight_changes {
+        out.push_str(&format!(
+            "  weight of group {} set to {} at {}\n",
+            c.group,
+            c.weight,
+            Nanos(c.t_ns)
+        ));
+    }
+    if f.ctl_refused > 0 {
+        out.push_str(&format!(
+            "  control connections refused (not the run's owner): {}\n",
+            f.ctl_refused
+        ));
+    }
+    out
 }

@@ -57,6 +57,13 @@ pub enum Entry {
     Mkdir { path: PathBuf },
     /// Process `pid` was stopped with SIGSTOP: undo sends SIGCONT.
     Stopped { pid: i32, starttime: u64 },
+    /// A cgroup was created (fair-share policies): undo moves the tasks still listed in its
+    /// `tasks_file` back to `back`, then removes it ([`crate::cgroup::remove`]).
+    Cgroup {
+        path: PathBuf,
+        tasks_file: String,
+        back: PathBuf,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -341,6 +348,11 @@ fn undo_one(roots: &Roots, e: &Entry) -> std::result::Result<bool, String> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(format!("rmdir {}: {e}", path.display())),
         },
+        Entry::Cgroup {
+            path,
+            tasks_file,
+            back,
+        } => crate::cgroup::remove(path, tasks_file, back),
         Entry::Stopped { pid, starttime } => {
             if self_starttime(roots, *pid) != Some(*starttime) {
                 return Ok(false);

@@ -22,6 +22,8 @@
 //! tree (the `SCX_SYSFS_PREFIX` idea of the scx tools).
 
 pub mod affinity;
+pub mod cgroup;
+pub mod ctl;
 pub mod engine;
 pub mod exclusive;
 pub mod freezer;

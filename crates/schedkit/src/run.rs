@@ -179,7 +179,10 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
             }
         }
         RunPolicy::Fifo { priority } | RunPolicy::Rr { priority, .. } => *priority = a.priority,
-        RunPolicy::Default | RunPolicy::Gang { .. } => {}
+        RunPolicy::Default
+        | RunPolicy::Gang { .. }
+        | RunPolicy::ProcessFair
+        | RunPolicy::Fair { .. } => {}
     }
     if !matches!(policy, RunPolicy::Exclusive(_))
         && (a.system_cores.is_some() || matches!(a.rt_throttle, RtThrottleArg::Off))
@@ -347,6 +350,9 @@ pub fn render_linux(o: &RunOutcome) -> String {
             g.switch_us_max
         ));
     }
+    if let Some(f) = &o.fair {
+        out.push_str(&engine::render_fair(f));
+    }
     if let Some(x) = &o.exclusive {
         out.push_str(&format!(
             "\nexclusive mode: system CPUs {}, job CPUs {}, SCHED_FIFO {}\n",
@@ -444,6 +450,7 @@ pub fn linux_json(o: &RunOutcome) -> serde_json::Value {
             "counters": p.counters.iter().map(|(k, r)| (k.name().to_string(), serde_json::to_value(r).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
         })).collect::<Vec<_>>(),
         "exclusive": o.exclusive,
+        "fair": o.fair,
         "warnings": o.warnings,
         "interrupted": o.interrupted,
         "restored": o.undone.iter().filter(|u| u.outcome == Ok(true)).count(),
