@@ -255,6 +255,18 @@ impl CpuGroups {
         Ok(i)
     }
 
+    /// Gives the run's parent cgroup the weight its threads would carry without cgroups
+    /// (`load`: the sum of their CFS weights, 1024 per nice-0 thread), so the job as a whole
+    /// competes with the rest of the machine as it would under `default` and only the split
+    /// inside it changes. Clamped to the file's range (v1 262144 shares, v2 10000).
+    pub fn set_parent_load(&self, load: u64) -> Result<()> {
+        let (file, v) = match self.ctl {
+            CpuController::V1(_) => ("cpu.shares", load.clamp(2, 262_144)),
+            CpuController::V2(_) => ("cpu.weight", shares_to_weight(load)),
+        };
+        write(&self.parent.join(file), &v.to_string())
+    }
+
     /// Sets child `i`'s weight (v2 units, 1..10000). The cgroup is the run's own: not
     /// journaled, it goes away with the directory.
     pub fn set_weight(&mut self, i: usize, weight: u64) -> Result<()> {

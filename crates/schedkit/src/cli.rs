@@ -39,6 +39,9 @@ enum Command {
     Topo(crate::topo::TopoArgs),
     /// Undo what a killed `schedkit run` left changed (IRQ masks, affinities, sysctls).
     Restore(crate::restore::RestoreArgs),
+    /// Talk to a running `schedkit run` (policy tenants): `ctl set-weight GROUP WEIGHT`,
+    /// `ctl status`.
+    Ctl(crate::ctl::CtlArgs),
     /// Run one of the papers' experiments on this machine (tables, JSON, SVG charts).
     #[command(subcommand)]
     Experiment(ExperimentCommand),
@@ -126,6 +129,7 @@ pub fn main() -> ExitCode {
         Command::Run(a) => crate::run::run(a),
         Command::Topo(a) => crate::topo::topo(a),
         Command::Restore(a) => crate::restore::restore(a),
+        Command::Ctl(a) => crate::ctl::ctl(a),
         Command::Experiment(e) => match e {
             ExperimentCommand::FibersGauss(a) => crate::experiment_fibers::run(a),
             ExperimentCommand::Exclusive(a) => crate::experiment_exclusive::run(a),

@@ -7,6 +7,7 @@ mod chart;
 mod chrome;
 mod cli;
 mod compare;
+mod ctl;
 mod experiment_exclusive;
 mod experiment_fibers;
 mod experiment_gang;
