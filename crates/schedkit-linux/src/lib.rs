@@ -24,6 +24,7 @@
 pub mod affinity;
 pub mod cgroup;
 pub mod ctl;
+pub mod deadline;
 pub mod engine;
 pub mod exclusive;
 pub mod freezer;

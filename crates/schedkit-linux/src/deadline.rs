@@ -1,0 +1,576 @@
+//! The `sched-deadline` baseline of seed 001 (section 5): periodic fork-join tasks as kernel
+//! threads under SCHED_DEADLINE, the kernel's own EDF with per-thread bandwidth (CBS).
+//!
+//! Per task: one *master* thread, which waits for each release (`clock_nanosleep` to the
+//! absolute release time), runs the sequential regions and, at a parallel region, wakes the
+//! task's *workers* (one kernel thread per thread of the widest parallel region) and waits
+//! until all of them finished their part (a condition variable: the join). Every thread is
+//! SCHED_DEADLINE with the task's relative deadline and period, and a runtime (budget) equal
+//! to its own work per job: the master the sum of the sequential regions, worker `k` the sum
+//! over parallel regions of thread `k`'s time, each plus a margin ([`DeadlineOptions`]) so
+//! that the loop's own overhead does not get it throttled. The kernel's admission control
+//! (sum of runtime / period at most `sched_rt_runtime_us / sched_rt_period_us` per CPU)
+//! may refuse a set: that is reported as [`crate::Error::Input`] naming the task, never
+//! worked around. Seed 001 disabled SCHED_DEADLINE's bandwidth enforcement for its
+//! comparison; stock kernels have no switch for that, hence the margin.
+//!
+//! Work is a NOP loop (`black_box` increments, no memory traffic, as the paper's "bunch of
+//! NOP instructions") run in chunks of a few microseconds until the thread's CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`) has grown by the region's time: exact in CPU time whatever the
+//! clock frequency or preemptions, which a calibrated iteration count is not.
+//!
+//! Measured per job: release, start (the master's first instruction after its wake-up),
+//! finish, response (finish - release), deadline miss; per thread: CPU time and, from perf
+//! software counters, kernel context switches and CPU migrations. Needs root (or
+//! CAP_SYS_NICE): otherwise [`crate::Error::Privilege`].
+
+use crate::perf::{CounterKind, CounterSet, PerfSource, Target};
+use crate::sched::{self, Policy};
+use crate::workload::thread_cpu_ns;
+use crate::{Error, Result};
+use schedkit_core::scenario::{Region, Task};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// How a task set is run.
+#[derive(Clone, Debug)]
+pub struct DeadlineOptions {
+    /// Jobs are released in `[origin, origin + duration)`; released jobs always complete.
+    pub duration: Duration,
+    /// Time between starting the threads and the first release (setup happens before).
+    pub start_delay: Duration,
+    /// Budget = work x (1 + margin) + slack, at most the relative deadline.
+    pub runtime_margin: f64,
+    pub runtime_slack: Duration,
+    /// Read perf software counters per thread (context switches, migrations).
+    pub perf: bool,
+}
+
+impl Default for DeadlineOptions {
+    fn default() -> DeadlineOptions {
+        DeadlineOptions {
+            duration: Duration::from_secs(2),
+            start_delay: Duration::from_millis(100),
+            runtime_margin: 0.05,
+            runtime_slack: Duration::from_micros(100),
+            perf: true,
+        }
+    }
+}
+
+/// One job: times in ns from the run's origin (the first possible release).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobRecord {
+    pub task: usize,
+    pub job: u64,
+    pub release_ns: u64,
+    pub deadline_ns: u64,
+    pub start_ns: u64,
+    pub finish_ns: u64,
+}
+
+impl JobRecord {
+    pub fn response_ns(&self) -> u64 {
+        self.finish_ns.saturating_sub(self.release_ns)
+    }
+    pub fn missed(&self) -> bool {
+        self.finish_ns > self.deadline_ns
+    }
+}
+
+/// Per task: what its kernel threads did over the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TaskTotals {
+    /// Master plus workers.
+    pub threads: usize,
+    pub cpu_ns: u64,
+    /// Kernel counters summed over the task's threads (`None` without perf).
+    pub context_switches: Option<u64>,
+    pub migrations: Option<u64>,
+}
+
+/// A task-set run: every job and per-task totals.
+#[derive(Clone, Debug, Default)]
+pub struct TaskSetRun {
+    pub cores: usize,
+    /// Release window.
+    pub window_ns: u64,
+    /// When the last job finished (ns from origin).
+    pub end_ns: u64,
+    pub jobs: Vec<JobRecord>,
+    pub tasks: Vec<TaskTotals>,
+}
+
+/// Runs NOP-loop work until the calling thread's CPU time grew by `ns`.
+pub fn spin_cpu(ns: u64) {
+    let end = thread_cpu_ns() + ns;
+    let mut i = 0u64;
+    while thread_cpu_ns() < end {
+        // About 2-5 us of work between two reads of the CPU clock.
+        for _ in 0..2048 {
+            i = std::hint::black_box(i.wrapping_add(1));
+        }
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn sleep_until(ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: ts is valid; a signal interruption just wakes us early, and we loop.
+    while monotonic_ns() < ns {
+        unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+}
+
+/// The budget of one thread: its work per job with the margin.
+fn budget(work_ns: u64, task: &Task, opts: &DeadlineOptions) -> Policy {
+    let runtime = ((work_ns as f64 * (1.0 + opts.runtime_margin)) as u64
+        + opts.runtime_slack.as_nanos() as u64)
+        .clamp(1024, task.deadline.0);
+    Policy::Deadline {
+        runtime,
+        deadline: task.deadline.0,
+        period: task.period.0,
+    }
+}
+
+/// Work per job of each thread of `task`: the master's (sequential regions), then worker k's.
+pub fn thread_work(task: &Task) -> (u64, Vec<u64>) {
+    let mut master = 0;
+    let mut workers: Vec<u64> = Vec::new();
+    for r in &task.regions {
+        match r {
+            Region::Seq(c) => master += c.0,
+            Region::Par(v) => {
+                if workers.len() < v.len() {
+                    workers.resize(v.len(), 0);
+                }
+                for (k, c) in v.iter().enumerate() {
+                    workers[k] += c.0;
+                }
+            }
+        }
+    }
+    (master, workers)
+}
+
+/// The fork/join state of one task, shared by its master and workers.
+struct Fork {
+    state: Mutex<ForkState>,
+    go: Condvar,
+    done: Condvar,
+}
+
+struct ForkState {
+    /// Bumped at every fork.
+    generation: u64,
+    /// Thread times of the current parallel region.
+    times: Vec<u64>,
+    remaining: usize,
+    stop: bool,
+}
+
+/// Start latch: `None` while threads set up, then whether to run.
+struct Latch {
+    go: Mutex<Option<bool>>,
+    cv: Condvar,
+}
+
+impl Latch {
+    fn wait(&self) -> bool {
+        let mut g = self.go.lock().expect("latch");
+        while g.is_none() {
+            g = self.cv.wait(g).expect("latch");
+        }
+        g.expect("set")
+    }
+    fn open(&self, run: bool) {
+        *self.go.lock().expect("latch") = Some(run);
+        self.cv.notify_all();
+    }
+}
+
+struct ThreadOut {
+    task: usize,
+    cpu_ns: u64,
+    jobs: Vec<JobRecord>,
+}
+
+/// Runs `tasks` under SCHED_DEADLINE on all online CPUs for `opts.duration`.
+pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun> {
+    if let Some(t) = tasks.iter().find(|t| t.cpus.is_some()) {
+        return Err(Error::Input(format!(
+            "task \"{}\" (line {}): sched-deadline threads must be allowed on every CPU of \
+             their root domain; remove `cpus`",
+            t.name, t.line
+        )));
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let latch = Arc::new(Latch {
+        go: Mutex::new(None),
+        cv: Condvar::new(),
+    });
+    let origin = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let window = opts.duration.as_nanos() as u64;
+    // Every thread reports its setup result once.
+    let (setup_tx, setup_rx) = std::sync::mpsc::channel::<(String, Result<i32>)>();
+    let mut handles: Vec<std::thread::JoinHandle<ThreadOut>> = Vec::new();
+    let mut tids: Vec<(usize, Arc<AtomicI32>)> = Vec::new();
+    let mut forks = Vec::new();
+    for (ti, task) in tasks.iter().enumerate() {
+        let (master_work, workers) = thread_work(task);
+        let fork = Arc::new(Fork {
+            state: Mutex::new(ForkState {
+                generation: 0,
+                times: Vec::new(),
+                remaining: 0,
+                stop: false,
+            }),
+            go: Condvar::new(),
+            done: Condvar::new(),
+        });
+        forks.push(fork.clone());
+        for (k, &work) in workers.iter().enumerate() {
+            let (fork, latch, tx) = (fork.clone(), latch.clone(), setup_tx.clone());
+            let policy = budget(work, task, opts);
+            let label = format!("task \"{}\" worker {k}", task.name);
+            let tid = Arc::new(AtomicI32::new(0));
+            tids.push((ti, tid.clone()));
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("dl-{}-{k}", task.name))
+                    .spawn(move || {
+                        tid.store(crate::gettid(), Ordering::SeqCst);
+                        let _ = tx.send((label, sched::set_thread(0, policy).map(|_| 0)));
+                        drop(tx);
+                        let run = latch.wait();
+                        let cpu0 = thread_cpu_ns();
+                        let mut seen = 0;
+                        // The latch said stop: setup failed somewhere.
+                        loop {
+                            if !run {
+                                break;
+                            }
+                            let mut st = fork.state.lock().expect("fork");
+                            while st.generation == seen && !st.stop {
+                                st = fork.go.wait(st).expect("fork");
+                            }
+                            if st.stop {
+                                break;
+                            }
+                            seen = st.generation;
+                            let Some(&t) = st.times.get(k) else {
+                                continue;
+                            };
+                            drop(st);
+                            spin_cpu(t);
+                            let mut st = fork.state.lock().expect("fork");
+                            st.remaining -= 1;
+                            if st.remaining == 0 {
+                                fork.done.notify_one();
+                            }
+                        }
+                        ThreadOut {
+                            task: ti,
+                            cpu_ns: thread_cpu_ns() - cpu0,
+                            jobs: Vec::new(),
+                        }
+                    })
+                    .map_err(|e| Error::io("spawn a sched-deadline worker", e))?,
+            );
+        }
+        let (latch, tx, origin) = (latch.clone(), setup_tx.clone(), origin.clone());
+        let policy = budget(master_work, task, opts);
+        let label = format!("task \"{}\" master", task.name);
+        let task = task.clone();
+        let tid = Arc::new(AtomicI32::new(0));
+        tids.push((ti, tid.clone()));
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("dl-{}", task.name))
+                .spawn(move || {
+                    tid.store(crate::gettid(), Ordering::SeqCst);
+                    let _ = tx.send((label, sched::set_thread(0, policy).map(|_| 0)));
+                    drop(tx);
+                    let run = latch.wait();
+                    let cpu0 = thread_cpu_ns();
+                    let mut jobs = Vec::new();
+                    let o = origin.load(Ordering::SeqCst);
+                    let mut j = 0u64;
+                    // The latch said stop: setup failed somewhere.
+                    loop {
+                        if !run {
+                            break;
+                        }
+                        let release = task.offset.0 + j * task.period.0;
+                        if release >= window {
+                            break;
+                        }
+                        sleep_until(o + release);
+                        let start = monotonic_ns() - o;
+                        for r in &task.regions {
+                            match r {
+                                Region::Seq(c) => spin_cpu(c.0),
+                                Region::Par(v) => {
+                                    let mut st = fork.state.lock().expect("fork");
+                                    st.times = v.iter().map(|c| c.0).collect();
+                                    st.remaining = v.len();
+                                    st.generation += 1;
+                                    fork.go.notify_all();
+                                    while st.remaining > 0 {
+                                        st = fork.done.wait(st).expect("fork");
+                                    }
+                                }
+                            }
+                        }
+                        let finish = monotonic_ns() - o;
+                        jobs.push(JobRecord {
+                            task: ti,
+                            job: j,
+                            release_ns: release,
+                            deadline_ns: release + task.deadline.0,
+                            start_ns: start,
+                            finish_ns: finish,
+                        });
+                        j += 1;
+                    }
+                    let mut st = fork.state.lock().expect("fork");
+                    st.stop = true;
+                    fork.go.notify_all();
+                    drop(st);
+                    ThreadOut {
+                        task: ti,
+                        cpu_ns: thread_cpu_ns() - cpu0,
+                        jobs,
+                    }
+                })
+                .map_err(|e| Error::io("spawn a sched-deadline master", e))?,
+        );
+    }
+    drop(setup_tx);
+    // Collect every thread's setup; the first failure stops them all.
+    let mut failure: Option<Error> = None;
+    for (label, r) in setup_rx.iter() {
+        if let (Err(e), None) = (r, &failure) {
+            failure = Some(match e.errno() {
+                Some(libc::EBUSY) => Error::Input(format!(
+                    "SCHED_DEADLINE admission control refused {label}: the set's total \
+                     bandwidth (sum of runtime / period = {:.3} with the budget margin) exceeds \
+                     what the kernel admits ({} CPUs x sched_rt_runtime_us / \
+                     sched_rt_period_us); run fewer or lighter tasks",
+                    bandwidth(tasks, opts),
+                    cores
+                )),
+                _ => e,
+            });
+        }
+    }
+    let counters: Vec<(usize, CounterSet)> = if opts.perf && failure.is_none() {
+        tids.iter()
+            .map(|(ti, tid)| {
+                (
+                    *ti,
+                    CounterSet::open(
+                        &mut PerfSource,
+                        Target::Thread(tid.load(Ordering::SeqCst)),
+                        &[CounterKind::ContextSwitches, CounterKind::CpuMigrations],
+                    ),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    origin.store(
+        monotonic_ns() + opts.start_delay.as_nanos() as u64,
+        Ordering::SeqCst,
+    );
+    latch.open(failure.is_none());
+    let mut out = TaskSetRun {
+        cores,
+        window_ns: window,
+        tasks: vec![TaskTotals::default(); tasks.len()],
+        ..TaskSetRun::default()
+    };
+    for h in handles {
+        let t = h
+            .join()
+            .map_err(|_| Error::Input("a task thread panicked".into()))?;
+        let tot = &mut out.tasks[t.task];
+        tot.threads += 1;
+        tot.cpu_ns += t.cpu_ns;
+        out.jobs.extend(t.jobs);
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    for (ti, mut set) in counters {
+        let tot = &mut out.tasks[ti];
+        for (kind, reading) in set.read() {
+            let slot = match kind {
+                CounterKind::ContextSwitches => &mut tot.context_switches,
+                _ => &mut tot.migrations,
+            };
+            if let Some(v) = reading.value() {
+                *slot = Some(slot.unwrap_or(0) + v);
+            }
+        }
+    }
+    out.jobs.sort_by_key(|j| (j.release_ns, j.task, j.job));
+    out.end_ns = out.jobs.iter().map(|j| j.finish_ns).max().unwrap_or(0);
+    Ok(out)
+}
+
+/// Total requested bandwidth of `tasks` under `opts`' budgets.
+pub fn bandwidth(tasks: &[Task], opts: &DeadlineOptions) -> f64 {
+    tasks
+        .iter()
+        .map(|t| {
+            let (m, w) = thread_work(t);
+            std::iter::once(m)
+                .chain(w)
+                .map(|work| match budget(work, t, opts) {
+                    Policy::Deadline {
+                        runtime, period, ..
+                    } => runtime as f64 / period as f64,
+                    _ => 0.0,
+                })
+                .sum::<f64>()
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedkit_core::Nanos;
+
+    fn task(name: &str, period_ms: u64, regions: Vec<Region>) -> Task {
+        Task {
+            name: name.into(),
+            period: Nanos::from_ms(period_ms),
+            deadline: Nanos::from_ms(period_ms),
+            offset: Nanos::ZERO,
+            regions,
+            cpus: None,
+            line: 1,
+        }
+    }
+
+    #[test]
+    fn thread_work_splits_master_and_workers() {
+        let t = task(
+            "a",
+            100,
+            vec![
+                Region::Seq(Nanos::from_ms(2)),
+                Region::Par(vec![Nanos::from_ms(3), Nanos::from_ms(1)]),
+                Region::Seq(Nanos::from_ms(1)),
+                Region::Par(vec![
+                    Nanos::from_ms(1),
+                    Nanos::from_ms(1),
+                    Nanos::from_ms(4),
+                ]),
+            ],
+        );
+        let (m, w) = thread_work(&t);
+        assert_eq!(m, Nanos::from_ms(3).0);
+        assert_eq!(
+            w,
+            vec![
+                Nanos::from_ms(4).0,
+                Nanos::from_ms(2).0,
+                Nanos::from_ms(4).0
+            ]
+        );
+        let opts = DeadlineOptions::default();
+        // 13 ms of work per 100 ms, plus 5 % and 100 us per thread (4 threads).
+        let bw = bandwidth(&[t], &opts);
+        assert!(
+            (bw - (0.13 * 1.05 + 4.0 * 0.0001 / 0.1)).abs() < 1e-9,
+            "{bw}"
+        );
+    }
+
+    #[test]
+    fn spin_cpu_consumes_the_requested_cpu_time() {
+        let t0 = thread_cpu_ns();
+        spin_cpu(3_000_000);
+        let used = thread_cpu_ns() - t0;
+        assert!((3_000_000..3_500_000).contains(&used), "{used}");
+    }
+
+    #[test]
+    fn a_light_fork_join_set_runs_under_sched_deadline_without_misses() {
+        if !crate::privilege::Privileges::current().root {
+            eprintln!("skipped: SCHED_DEADLINE needs root (CI runs as root)");
+            return;
+        }
+        let ms = Nanos::from_ms;
+        let tasks = vec![
+            task(
+                "a",
+                50,
+                vec![
+                    Region::Seq(ms(1)),
+                    Region::Par(vec![ms(2), ms(1), ms(2)]),
+                    Region::Seq(ms(1)),
+                ],
+            ),
+            task("b", 20, vec![Region::Seq(ms(2))]),
+        ];
+        let opts = DeadlineOptions {
+            duration: Duration::from_millis(400),
+            ..DeadlineOptions::default()
+        };
+        let r = run_taskset(&tasks, &opts).unwrap();
+        let count = |t: usize| r.jobs.iter().filter(|j| j.task == t).count();
+        assert_eq!((count(0), count(1)), (8, 20));
+        assert!(r.jobs.iter().all(|j| !j.missed()), "{:?}", r.jobs);
+        assert!(r.jobs.iter().all(|j| j.start_ns >= j.release_ns));
+        // Task a: 7 ms of CPU per job over 4 threads, 8 jobs.
+        let cpu = r.tasks[0].cpu_ns as f64 / 1e6;
+        assert!((55.0..70.0).contains(&cpu), "{cpu} ms");
+        assert_eq!(r.tasks[0].threads, 4);
+        // Every job sleeps and wakes: at least one switch per job and thread.
+        assert!(r.tasks[0].context_switches.unwrap() >= 8 * 4);
+        assert!(r.tasks[1].migrations.is_some());
+    }
+
+    #[test]
+    fn an_overloaded_set_is_refused_by_admission_control_with_a_clear_error() {
+        if !crate::privilege::Privileges::current().root {
+            eprintln!("skipped: SCHED_DEADLINE needs root (CI runs as root)");
+            return;
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let tasks: Vec<Task> = (0..cores + 1)
+            .map(|i| task(&format!("t{i}"), 10, vec![Region::Seq(Nanos::from_ms(9))]))
+            .collect();
+        let e = run_taskset(&tasks, &DeadlineOptions::default()).unwrap_err();
+        match e {
+            Error::Input(m) => assert!(m.contains("admission control"), "{m}"),
+            other => panic!("{other}"),
+        }
+    }
+}
