@@ -14,6 +14,8 @@
 #[cfg(not(loom))]
 pub(crate) mod gate;
 #[cfg(not(loom))]
+pub mod paws;
+#[cfg(not(loom))]
 pub mod pool;
 #[cfg(not(loom))]
 pub mod prim;

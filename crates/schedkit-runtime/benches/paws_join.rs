@@ -1,0 +1,76 @@
+//! Plain fork-join overhead of the PAWS pool against Rayon, side by side in one run: recursive
+//! Fibonacci with `join`, on one worker and on all workers, with cutoff 0 (every call forks)
+//! and cutoff 10 (calls below n = 10 run sequentially).
+//!
+//! ```text
+//! cargo bench -p schedkit-runtime --bench paws_join
+//! ```
+//! The README quotes the ratio paws / rayon of the medians.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use schedkit_runtime::paws::{self, Mode, RtConfig, RtPool};
+use std::hint::black_box;
+
+const N: u64 = 22;
+
+fn fib_seq(n: u64) -> u64 {
+    if n < 2 {
+        n
+    } else {
+        fib_seq(n - 1) + fib_seq(n - 2)
+    }
+}
+
+fn fib_paws(n: u64, cutoff: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    if n <= cutoff {
+        return fib_seq(n);
+    }
+    let (a, b) = paws::join(|| fib_paws(n - 1, cutoff), || fib_paws(n - 2, cutoff));
+    a + b
+}
+
+fn fib_rayon(n: u64, cutoff: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    if n <= cutoff {
+        return fib_seq(n);
+    }
+    let (a, b) = rayon::join(|| fib_rayon(n - 1, cutoff), || fib_rayon(n - 2, cutoff));
+    a + b
+}
+
+fn bench(c: &mut Criterion) {
+    let all = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let mut g = c.benchmark_group("fib_join");
+    g.sample_size(30);
+    for workers in [1, all] {
+        let pool = RtPool::new(RtConfig::quiet(Mode::Paws, workers)).unwrap();
+        let rpool = rayon::ThreadPoolBuilder::new()
+            .num_threads(workers)
+            .build()
+            .unwrap();
+        for cutoff in [0u64, 10] {
+            let expect = fib_seq(N);
+            assert_eq!(pool.install(|| fib_paws(N, cutoff)), expect);
+            assert_eq!(rpool.install(|| fib_rayon(N, cutoff)), expect);
+            let id = format!("w{workers}_cut{cutoff}");
+            g.bench_function(BenchmarkId::new("paws", &id), |b| {
+                b.iter(|| pool.install(|| fib_paws(black_box(N), cutoff)))
+            });
+            g.bench_function(BenchmarkId::new("rayon", &id), |b| {
+                b.iter(|| rpool.install(|| fib_rayon(black_box(N), cutoff)))
+            });
+        }
+        drop(pool);
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,150 @@
+//! Runs a set of `[[task]]`s (SPEC section 1) on a real [`RtPool`] for a while and returns what
+//! happened: the entry point of `schedkit experiment paws` and of `[[task]]` scenarios under
+//! `schedkit run`.
+//!
+//! Each task's job executes its regions in order: `Region::Seq(c)` is `c` of calibrated
+//! NOP-loop work on the job's fiber, `Region::Par(v)` is a parallel region of `v.len()` threads,
+//! thread i doing `v[i]` of NOP-loop work; the work checks for preemption every 20 us. All tasks
+//! are released synchronously at the start (plus their `offset`); releases stop after
+//! `duration`, and every job already released runs to its end before the report is made.
+//! A task's `cpus` is not used: PAWS, G-EDF and WS are global schedulers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use schedkit_core::scenario::{Region, Task};
+
+use super::stats::percentile;
+use super::{Mode, RtConfig, RtPool, RtReport};
+
+/// Knobs of a harness run.
+#[derive(Clone, Debug)]
+pub struct HarnessOpts {
+    /// Workers (default: the CPUs this process may use).
+    pub workers: Option<usize>,
+    /// SCHED_FIFO priority of the workers; `None`: SCHED_OTHER (tests, shared machines).
+    pub fifo_priority: Option<u32>,
+    pub pin: bool,
+    /// Kernel context switches and migrations of the workers (perf software counters).
+    pub perf: bool,
+    /// Victim-choice seed (rule E).
+    pub seed: u64,
+    /// Delay between pool start and the first release, so every worker is up.
+    pub start_delay: Duration,
+}
+
+impl Default for HarnessOpts {
+    fn default() -> Self {
+        HarnessOpts {
+            workers: None,
+            fifo_priority: Some(50),
+            pin: true,
+            perf: true,
+            seed: 1,
+            start_delay: Duration::from_millis(5),
+        }
+    }
+}
+
+/// Totals of one run (per-job and per-task details in `report`).
+#[derive(Clone, Debug)]
+pub struct HarnessReport {
+    pub mode: Mode,
+    pub workers: usize,
+    pub duration: Duration,
+    pub jobs: u64,
+    pub misses: u64,
+    /// Tasks with at least one missed deadline.
+    pub tasks_missing: u64,
+    pub steals: u64,
+    /// User-level migrations (threads run away from their spawning core, resumptions on
+    /// another core).
+    pub migrations: u64,
+    pub preemptions: u64,
+    /// User-level context switches (fiber switch-ins).
+    pub switches: u64,
+    /// Kernel context switches / CPU migrations of the worker threads (`None`: perf refused).
+    pub kernel_context_switches: Option<u64>,
+    pub kernel_migrations: Option<u64>,
+    /// Response time percentiles over all jobs, ns.
+    pub response_p50: u64,
+    pub response_p99: u64,
+    pub response_max: u64,
+    /// Preemption latency percentiles (release to first instruction of a preempting job), ns.
+    pub preemption_latency_p50: Option<u64>,
+    pub preemption_latency_p99: Option<u64>,
+    pub report: RtReport,
+}
+
+/// Runs `tasks` under `mode` for `duration` (releases), then waits for the released jobs.
+pub fn run_taskset(
+    tasks: &[Task],
+    mode: Mode,
+    duration: Duration,
+    opts: &HarnessOpts,
+) -> std::io::Result<HarnessReport> {
+    let mut cfg = RtConfig::new(mode);
+    if let Some(w) = opts.workers {
+        cfg.workers = w;
+    }
+    cfg.fifo_priority = opts.fifo_priority;
+    cfg.pin = opts.pin;
+    cfg.perf = opts.perf;
+    cfg.seed = opts.seed;
+    let mut pool = RtPool::new(cfg)?;
+    let start = pool.now() + opts.start_delay;
+    for t in tasks {
+        let regions: Arc<Vec<Region>> = Arc::new(t.regions.clone());
+        pool.periodic_at(
+            &t.name,
+            start + Duration::from_nanos(t.offset.0),
+            Duration::from_nanos(t.period.0),
+            Duration::from_nanos(t.deadline.0),
+            move |job| {
+                for r in regions.iter() {
+                    match r {
+                        Region::Seq(c) => super::spin(c.0),
+                        Region::Par(v) => job.parallel(v.len(), |i| super::spin(v[i].0)),
+                    }
+                }
+            },
+        );
+    }
+    let workers = pool.workers();
+    let until = start + duration;
+    pool.release_until(until);
+    loop {
+        let now = pool.now();
+        if now >= until {
+            break;
+        }
+        std::thread::sleep(until - now);
+    }
+    let report = pool.stop();
+    Ok(summarise(mode, workers, duration, report))
+}
+
+fn summarise(mode: Mode, workers: usize, duration: Duration, report: RtReport) -> HarnessReport {
+    let resp: Vec<u64> = report.jobs.iter().map(|j| j.response()).collect();
+    let sum = |f: fn(&super::JobRecord) -> u64| report.jobs.iter().map(f).sum::<u64>();
+    HarnessReport {
+        mode,
+        workers,
+        duration,
+        jobs: report.jobs.len() as u64,
+        misses: report.misses(),
+        tasks_missing: report.tasks.iter().filter(|t| t.misses > 0).count() as u64,
+        steals: sum(|j| j.steals),
+        migrations: sum(|j| j.migrations),
+        preemptions: sum(|j| j.preemptions),
+        switches: sum(|j| j.switches),
+        kernel_context_switches: report.kernel_context_switches(),
+        kernel_migrations: report.kernel_migrations(),
+        response_p50: percentile(&resp, 50.0).unwrap_or(0),
+        response_p99: percentile(&resp, 99.0).unwrap_or(0),
+        response_max: resp.iter().copied().max().unwrap_or(0),
+        preemption_latency_p50: percentile(&report.preemption_latency, 50.0),
+        preemption_latency_p99: percentile(&report.preemption_latency, 99.0),
+        report,
+    }
+}

@@ -1,0 +1,324 @@
+//! The plain (not real-time) fork-join API of the pool: [`join`] and [`super::RtPool::install`],
+//! Rayon's scheme on the same worker threads. No fiber per join: `join(a, b)` pushes a
+//! reference to `b` (which lives in the caller's stack frame) onto the worker's Chase-Lev deque,
+//! runs `a`, then pops `b` back and runs it inline unless a thief took it; while a stolen `b`
+//! runs elsewhere the caller runs other work. Fibers are for the real-time side, where a job
+//! must be suspendable; plain work runs to completion on the worker's own stack and is not
+//! preempted (a released job waits for the plain task on that core to end; docs/paws.md).
+//!
+//! Deadline bookkeeping stays on: every pushed half carries the deadline of the context that
+//! forked it (`u64::MAX` for plain work), a thief runs it under that deadline, and steals are
+//! counted.
+
+use std::cell::{Cell, UnsafeCell};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::time::{Duration, Instant};
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+use parking_lot::{Condvar, Mutex};
+
+use super::Shared;
+
+#[derive(Clone, Copy)]
+struct JobRef {
+    ptr: *const (),
+    exec: unsafe fn(*const ()),
+    deadline: u64,
+}
+
+// SAFETY: a JobRef points at a StackJob that stays alive until its latch is set (its owner
+// waits for that), and the closure inside is Send.
+unsafe impl Send for JobRef {}
+
+/// A closure in its owner's stack frame, run by whoever takes the JobRef.
+struct StackJob<F, R> {
+    f: UnsafeCell<Option<F>>,
+    result: UnsafeCell<Option<std::thread::Result<R>>>,
+    done: AtomicBool,
+}
+
+impl<F: FnOnce() -> R, R> StackJob<F, R> {
+    fn new(f: F) -> Self {
+        StackJob {
+            f: UnsafeCell::new(Some(f)),
+            result: UnsafeCell::new(None),
+            done: AtomicBool::new(false),
+        }
+    }
+
+    unsafe fn execute(p: *const ()) {
+        let this = &*(p as *const Self);
+        let f = (*this.f.get()).take().unwrap();
+        *this.result.get() = Some(std::panic::catch_unwind(AssertUnwindSafe(f)));
+        this.done.store(true, Release);
+    }
+
+    fn as_ref(&self, deadline: u64) -> JobRef {
+        JobRef {
+            ptr: self as *const Self as *const (),
+            exec: Self::execute,
+            deadline,
+        }
+    }
+}
+
+/// The pool-wide part: the injector for `install`, the stealers, the sleepers.
+pub(crate) struct Plain {
+    injector: Injector<JobRef>,
+    stealers: Vec<Stealer<JobRef>>,
+    locals: Mutex<Vec<Option<Worker<JobRef>>>>,
+    sleeping: AtomicUsize,
+    parked: Box<[AtomicBool]>,
+    pub steals: AtomicU64,
+}
+
+impl Plain {
+    pub(crate) fn new(n: usize) -> Plain {
+        let locals: Vec<Worker<JobRef>> = (0..n).map(|_| Worker::new_lifo()).collect();
+        Plain {
+            injector: Injector::new(),
+            stealers: locals.iter().map(|w| w.stealer()).collect(),
+            locals: Mutex::new(locals.into_iter().map(Some).collect()),
+            sleeping: AtomicUsize::new(0),
+            parked: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            steals: AtomicU64::new(0),
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        !self.injector.is_empty() || self.stealers.iter().any(|s| !s.is_empty())
+    }
+}
+
+/// The calling worker's plain-side context.
+struct Ctx {
+    deque: Worker<JobRef>,
+    index: usize,
+    shared: *const Shared,
+    deadline: Cell<u64>,
+    rng: Cell<u64>,
+}
+
+thread_local! {
+    static CTX: Cell<*const Ctx> = const { Cell::new(std::ptr::null()) };
+}
+
+#[inline]
+fn ctx() -> *const Ctx {
+    CTX.with(|c| c.get())
+}
+
+/// Installs the worker's plain context for the life of the returned guard.
+pub(crate) struct Enter(#[allow(dead_code)] Box<Ctx>);
+
+impl Drop for Enter {
+    fn drop(&mut self) {
+        CTX.with(|c| c.set(std::ptr::null()));
+    }
+}
+
+pub(crate) fn enter(sh: &Shared, index: usize) -> Enter {
+    let deque = sh.plain.locals.lock()[index]
+        .take()
+        .expect("one plain deque per worker");
+    let b = Box::new(Ctx {
+        deque,
+        index,
+        shared: sh,
+        deadline: Cell::new(u64::MAX),
+        rng: Cell::new(0x2545_f491_4f6c_dd1d ^ (index as u64 + 1)),
+    });
+    CTX.with(|c| c.set(&*b));
+    Enter(b)
+}
+
+/// Runs `a` and `b`, potentially in parallel on the pool the caller runs on; outside a pool
+/// worker both run one after the other on the calling thread. Panics propagate (after both
+/// halves are done).
+pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    let c = ctx();
+    if c.is_null() {
+        return (a(), b());
+    }
+    // SAFETY: the context lives as long as the worker thread we are on.
+    let c = unsafe { &*c };
+    let job_b = StackJob::new(b);
+    c.deque.push(job_b.as_ref(c.deadline.get()));
+    // SAFETY: the Shared outlives its workers.
+    let plain = unsafe { &(*c.shared).plain };
+    if plain.sleeping.load(SeqCst) > 0 {
+        wake_one(unsafe { &*c.shared });
+    }
+    let ra = std::panic::catch_unwind(AssertUnwindSafe(a));
+    // Take b back if nobody stole it; else run other work until the thief is done.
+    loop {
+        if job_b.done.load(Acquire) {
+            break;
+        }
+        match c.deque.pop() {
+            Some(j) if std::ptr::eq(j.ptr, &job_b as *const _ as *const ()) => {
+                let f = unsafe { (*job_b.f.get()).take().unwrap() };
+                let rb = std::panic::catch_unwind(AssertUnwindSafe(f));
+                return finish(ra, rb);
+            }
+            Some(j) => unsafe { (j.exec)(j.ptr) },
+            None => {
+                if !steal_one(c, plain) {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+    let rb = unsafe { (*job_b.result.get()).take().unwrap() };
+    finish(ra, rb)
+}
+
+fn finish<RA, RB>(ra: std::thread::Result<RA>, rb: std::thread::Result<RB>) -> (RA, RB) {
+    match (ra, rb) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(p), _) | (_, Err(p)) => std::panic::resume_unwind(p),
+    }
+}
+
+/// Steals one plain job (injector first, then a random other worker's deque top) and runs it
+/// under its deadline.
+fn steal_one(c: &Ctx, plain: &Plain) -> bool {
+    let mut got = None;
+    loop {
+        match plain.injector.steal_batch_and_pop(&c.deque) {
+            Steal::Success(j) => {
+                got = Some(j);
+                break;
+            }
+            Steal::Retry => continue,
+            Steal::Empty => break,
+        }
+    }
+    if got.is_none() {
+        let n = plain.stealers.len();
+        if n > 1 {
+            let mut x = c.rng.get();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            c.rng.set(x);
+            let start = (x % n as u64) as usize;
+            'outer: for k in 0..n {
+                let v = (start + k) % n;
+                if v == c.index {
+                    continue;
+                }
+                loop {
+                    match plain.stealers[v].steal() {
+                        Steal::Success(j) => {
+                            got = Some(j);
+                            break 'outer;
+                        }
+                        Steal::Retry => continue,
+                        Steal::Empty => break,
+                    }
+                }
+            }
+        }
+    }
+    match got {
+        Some(j) => {
+            plain.steals.fetch_add(1, Relaxed);
+            let saved = c.deadline.replace(j.deadline);
+            // SAFETY: the job's owner waits for it.
+            unsafe { (j.exec)(j.ptr) };
+            c.deadline.set(saved);
+            true
+        }
+        None => false,
+    }
+}
+
+fn wake_one(sh: &Shared) {
+    for (i, p) in sh.plain.parked.iter().enumerate() {
+        if p.load(SeqCst) {
+            if let Some(t) = sh.workers[i].thread.get() {
+                t.unpark();
+            }
+            return;
+        }
+    }
+}
+
+/// The worker's idle step on the plain side: its own deque, then stealing; spins up to 50 us
+/// for work before telling the caller to park, announcing itself as a sleeper so that a push
+/// unparks it. Returns whether it ran something.
+pub(crate) fn run_plain(sh: &Shared, core: usize) -> bool {
+    let c = ctx();
+    if c.is_null() {
+        return false;
+    }
+    // SAFETY: our own context.
+    let c = unsafe { &*c };
+    let plain = &sh.plain;
+    let until = Instant::now() + Duration::from_micros(50);
+    loop {
+        if let Some(j) = c.deque.pop() {
+            unsafe { (j.exec)(j.ptr) };
+            return true;
+        }
+        if steal_one(c, plain) {
+            return true;
+        }
+        if Instant::now() >= until || sh.stop.load(Relaxed) {
+            break;
+        }
+        std::hint::spin_loop();
+    }
+    plain.parked[core].store(true, SeqCst);
+    plain.sleeping.fetch_add(1, SeqCst);
+    let work = plain.has_work();
+    if !work {
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    plain.sleeping.fetch_sub(1, SeqCst);
+    plain.parked[core].store(false, SeqCst);
+    true
+}
+
+/// Runs `f` on a worker of `sh`'s pool (at once if the caller is one) and waits.
+pub(crate) fn install<F: FnOnce() -> R + Send, R: Send>(sh: &Shared, f: F) -> R {
+    let c = ctx();
+    if !c.is_null() && std::ptr::eq(unsafe { (*c).shared }, sh) {
+        return f();
+    }
+    let gate = (Mutex::new(false), Condvar::new());
+    let g = &gate;
+    let job = StackJob::new(move || {
+        let r = std::panic::catch_unwind(AssertUnwindSafe(f));
+        // Signal under the lock so the waiter cannot miss it.
+        *g.0.lock() = true;
+        g.1.notify_all();
+        r
+    });
+    sh.plain.injector.push(job.as_ref(u64::MAX));
+    for w in sh.workers.iter() {
+        if let Some(t) = w.thread.get() {
+            t.unpark();
+        }
+    }
+    let mut done = gate.0.lock();
+    while !*done {
+        gate.1.wait(&mut done);
+    }
+    drop(done);
+    while !job.done.load(Acquire) {
+        std::hint::spin_loop();
+    }
+    match unsafe { (*job.result.get()).take().unwrap() } {
+        Ok(Ok(r)) => r,
+        Ok(Err(p)) | Err(p) => std::panic::resume_unwind(p),
+    }
+}

@@ -1,0 +1,472 @@
+//! PAWS: a real-time fork-join pool, global EDF with priority-aware work stealing, after seed 001
+//! (Fonseca, Nogueira, Maia, Pinho, "Real-time scheduling of parallel tasks in the Linux
+//! kernel", section 4, rules A-F), built in user space on fibers instead of in the kernel.
+//!
+//! ```no_run
+//! use schedkit_runtime::paws::{Mode, RtConfig, RtPool};
+//! use std::time::Duration;
+//!
+//! let pool = RtPool::new(RtConfig::new(Mode::Paws)).unwrap();
+//! pool.periodic("control", Duration::from_millis(10), Duration::from_millis(8), |job| {
+//!     job.work(Duration::from_micros(300));                 // sequential part
+//!     job.parallel(4, |i| { let _ = i; schedkit_runtime::paws::spin(50_000) });
+//!     job.checkpoint();                                      // a preemption point
+//! });
+//! std::thread::sleep(Duration::from_millis(100));
+//! let report = pool.stop();
+//! assert_eq!(report.misses(), 0);
+//! ```
+//!
+//! # How it runs
+//! - One worker thread per core, pinned, SCHED_FIFO when permitted ([`RtConfig`]); a releaser
+//!   thread (one priority above) releases periodic jobs: absolute deadline = release + relative
+//!   deadline.
+//! - Every job and every parallel thread runs on its own fiber (guarded stack from
+//!   [`crate::stack`], switched by corosensei), so it can be suspended where it stands at a
+//!   preemption point ([`checkpoint`], [`Job::checkpoint`], and [`spin`], the calibrated NOP
+//!   work, checks every 20 us).
+//! - All scheduling decisions are those of [`queues::Sched`], a pure state machine (rules A-F
+//!   and the comparison modes), taken under one lock; the workers only execute them.
+//! - A job that opens a parallel region ([`Job::parallel`], [`Job::scope`], [`Job::join`])
+//!   pushes its threads to the local deque of its core (rule B) and suspends until they all
+//!   finished; the last thread to finish makes the job ready again (global queue, or a direct
+//!   hand-over to an idle or preempted core, like a release).
+//! - [`RtPool::join`] / [`RtPool::install`] are a plain, non-real-time fork-join API on the same
+//!   workers (see `join.rs`): no fibers, Rayon's scheme.
+//!
+//! Statistics: [`RtReport`] (per job, per task, kernel counters of the workers, preemption
+//! latencies). Design notes and measurements: `docs/paws.md`.
+
+pub mod harness;
+mod job;
+mod join;
+pub mod queues;
+pub mod stats;
+mod work;
+mod worker;
+
+pub use job::{Job, JobScope};
+pub use queues::Mode;
+pub use stats::{percentile, JobRecord, RtReport, TaskStats, WorkerKernel};
+pub use work::{calibrate, spin};
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+use schedkit_linux::affinity;
+
+use crate::stack::FiberStack;
+use queues::{Item, Kind, Notify, Sched};
+use worker::Unit;
+
+/// Pool knobs; [`RtConfig::new`] gives the defaults.
+#[derive(Clone, Debug)]
+pub struct RtConfig {
+    pub mode: Mode,
+    /// Worker count (default: the CPUs this process may use).
+    pub workers: usize,
+    /// Pin worker i to the i-th allowed CPU (default true).
+    pub pin: bool,
+    /// SCHED_FIFO priority of the workers (the releaser gets one more); `None`: SCHED_OTHER,
+    /// for tests and shared machines. Default `Some(50)`; refused: one warning, then SCHED_OTHER.
+    pub fifo_priority: Option<u32>,
+    /// Usable stack bytes per fiber (default 64 KiB).
+    pub stack_size: usize,
+    /// Seed of the victim choice (rule E).
+    pub seed: u64,
+    /// Open perf software counters (context switches, migrations) on each worker.
+    pub perf: bool,
+}
+
+impl RtConfig {
+    pub fn new(mode: Mode) -> RtConfig {
+        RtConfig {
+            mode,
+            workers: affinity::get_thread(0)
+                .map(|s| s.len())
+                .ok()
+                .filter(|&n| n > 0)
+                .unwrap_or(1),
+            pin: true,
+            fifo_priority: Some(50),
+            stack_size: 64 * 1024,
+            seed: 0x9e37_79b9_7f4a_7c15,
+            perf: true,
+        }
+    }
+
+    /// No SCHED_FIFO, no perf counters: what tests on a shared machine want.
+    pub fn quiet(mode: Mode, workers: usize) -> RtConfig {
+        RtConfig {
+            workers,
+            fifo_priority: None,
+            perf: false,
+            ..RtConfig::new(mode)
+        }
+    }
+}
+
+/// A periodic task's fixed part.
+pub(crate) struct TaskSpec {
+    pub name: String,
+    pub period: u64,
+    pub deadline: u64,
+    pub body: Box<dyn Fn(&Job) + Send + Sync>,
+}
+
+/// The closure of a one-shot job.
+pub(crate) type OnceBody = Box<dyn FnOnce(&Job) + Send>;
+
+/// What a job runs.
+pub(crate) enum Body {
+    Task(Arc<TaskSpec>),
+    Once(Mutex<Option<OnceBody>>),
+}
+
+/// One job: identity, times, counters, body.
+pub(crate) struct JobMeta {
+    /// Task index, `usize::MAX` for a one-shot job.
+    pub task: usize,
+    pub index: u64,
+    pub release: u64,
+    pub deadline: u64,
+    pub counters: stats::JobCounters,
+    pub body: Body,
+}
+
+struct TaskRt {
+    spec: Arc<TaskSpec>,
+    next: u64,
+    index: u64,
+    busy: bool,
+    /// Jobs released while the previous one still ran: successive jobs of a task run in
+    /// sequence (seed 001, section 2).
+    backlog: VecDeque<Item<Unit>>,
+}
+
+pub(crate) struct State {
+    pub sched: Sched<Unit>,
+    tasks: Vec<TaskRt>,
+    /// Jobs released and not finished.
+    pub in_flight: usize,
+    releasing: bool,
+    /// No release at or after this time (ns on the pool's clock).
+    cutoff: u64,
+}
+
+pub(crate) struct WorkerSlot {
+    /// Set (under the state lock) when the dispatcher wants this core's running entry to stop
+    /// at its next preemption point; cleared when the core picks.
+    pub preempt: CachePadded<AtomicBool>,
+    pub thread: OnceLock<Thread>,
+}
+
+pub(crate) struct Shared {
+    pub state: Mutex<State>,
+    pub workers: Box<[WorkerSlot]>,
+    pub epoch: Instant,
+    pub stop: AtomicBool,
+    pub cfg: RtConfig,
+    pub stacks: Mutex<Vec<FiberStack>>,
+    pub records: Mutex<Vec<JobRecord>>,
+    pub latencies: Mutex<Vec<u64>>,
+    pub kernel: Mutex<Vec<WorkerKernel>>,
+    pub warnings: Mutex<Vec<String>>,
+    pub releaser: OnceLock<Thread>,
+    pub plain: join::Plain,
+}
+
+impl Shared {
+    /// Nanoseconds since the pool's epoch.
+    pub fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Acts on a dispatcher decision; called with the state lock held so that a preemption
+    /// request cannot land after the core already picked something else.
+    pub(crate) fn apply(&self, st: &mut State, n: Notify) {
+        match n {
+            Notify::Nothing => {}
+            Notify::Wake(c) => {
+                if let Some(t) = self.workers[c].thread.get() {
+                    t.unpark();
+                }
+            }
+            Notify::Preempt(c) => {
+                self.workers[c].preempt.store(true, Release);
+                if let Some(Unit::Job(m)) = st.sched.pending_payload(c) {
+                    m.counters.preempting.store(true, Relaxed);
+                }
+            }
+        }
+    }
+
+    /// A job (released, or done waiting) becomes ready.
+    pub(crate) fn ready(&self, st: &mut State, it: Item<Unit>) {
+        let n = st.sched.ready(it);
+        self.apply(st, n);
+    }
+
+    /// A job finished: its task may start the next job of its backlog.
+    pub(crate) fn job_done(&self, st: &mut State, task: usize) {
+        st.in_flight -= 1;
+        if let Some(t) = st.tasks.get_mut(task) {
+            match t.backlog.pop_front() {
+                Some(next) => self.ready(st, next),
+                None => t.busy = false,
+            }
+        }
+    }
+}
+
+/// The real-time pool. Dropping it is [`RtPool::stop`] without the report.
+pub struct RtPool {
+    shared: Arc<Shared>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    releaser: Option<std::thread::JoinHandle<()>>,
+    names: Vec<String>,
+}
+
+impl RtPool {
+    /// Starts the workers and the releaser. Pinning, SCHED_FIFO or perf counters that the
+    /// system refuses are not errors: [`RtReport::warnings`] says what was refused (and the
+    /// first refusal is printed once on stderr).
+    pub fn new(cfg: RtConfig) -> std::io::Result<RtPool> {
+        crate::stack::install_overflow_handler();
+        work::rate();
+        let n = cfg.workers.clamp(1, 256);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                sched: Sched::new(cfg.mode, n, cfg.seed),
+                tasks: Vec::new(),
+                in_flight: 0,
+                releasing: true,
+                cutoff: u64::MAX,
+            }),
+            workers: (0..n)
+                .map(|_| WorkerSlot {
+                    preempt: CachePadded::new(AtomicBool::new(false)),
+                    thread: OnceLock::new(),
+                })
+                .collect(),
+            epoch: Instant::now(),
+            stop: AtomicBool::new(false),
+            plain: join::Plain::new(n),
+            cfg,
+            stacks: Mutex::new(Vec::new()),
+            records: Mutex::new(Vec::new()),
+            latencies: Mutex::new(Vec::new()),
+            kernel: Mutex::new(Vec::new()),
+            warnings: Mutex::new(Vec::new()),
+            releaser: OnceLock::new(),
+        });
+        let cpus: Vec<usize> = affinity::get_thread(0)
+            .map(|s| s.iter().collect())
+            .unwrap_or_default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut threads = Vec::with_capacity(n);
+        for i in 0..n {
+            let sh = shared.clone();
+            let cpu = if shared.cfg.pin && !cpus.is_empty() {
+                Some(cpus[i % cpus.len()])
+            } else {
+                None
+            };
+            let tx = tx.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("schedkit-paws{i}"))
+                    .spawn(move || worker::main(sh, i, cpu, tx))?,
+            );
+        }
+        let sh = shared.clone();
+        let tx2 = tx.clone();
+        let releaser = std::thread::Builder::new()
+            .name("schedkit-paws-rel".into())
+            .spawn(move || worker::releaser(sh, tx2))?;
+        drop(tx);
+        for _ in 0..=n {
+            let _ = rx.recv();
+        }
+        let w = shared.warnings.lock();
+        if let Some(first) = w.first() {
+            eprintln!(
+                "schedkit-runtime: warning: paws pool: {first}{}",
+                if w.len() > 1 {
+                    format!(" (and {} more, see RtReport::warnings)", w.len() - 1)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        drop(w);
+        Ok(RtPool {
+            shared,
+            threads,
+            releaser: Some(releaser),
+            names: Vec::new(),
+        })
+    }
+
+    pub fn workers(&self) -> usize {
+        self.shared.workers.len()
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.shared.cfg.mode
+    }
+
+    /// The pool's clock: time since it started.
+    pub fn now(&self) -> Duration {
+        self.shared.epoch.elapsed()
+    }
+
+    /// A periodic task released from now on; returns its index (the `task` of its records).
+    pub fn periodic<F>(&mut self, name: &str, period: Duration, deadline: Duration, f: F) -> usize
+    where
+        F: Fn(&Job) + Send + Sync + 'static,
+    {
+        let first = self.now();
+        self.periodic_at(name, first, period, deadline, f)
+    }
+
+    /// A periodic task whose first release is `first` on the pool's clock ([`RtPool::now`]);
+    /// tasks given the same `first` are released synchronously.
+    pub fn periodic_at<F>(
+        &mut self,
+        name: &str,
+        first: Duration,
+        period: Duration,
+        deadline: Duration,
+        f: F,
+    ) -> usize
+    where
+        F: Fn(&Job) + Send + Sync + 'static,
+    {
+        let spec = Arc::new(TaskSpec {
+            name: name.to_string(),
+            period: (period.as_nanos() as u64).max(1),
+            deadline: deadline.as_nanos() as u64,
+            body: Box::new(f),
+        });
+        self.names.push(spec.name.clone());
+        let mut st = self.shared.state.lock();
+        st.tasks.push(TaskRt {
+            spec,
+            next: first.as_nanos() as u64,
+            index: 0,
+            busy: false,
+            backlog: VecDeque::new(),
+        });
+        let id = st.tasks.len() - 1;
+        drop(st);
+        if let Some(t) = self.shared.releaser.get() {
+            t.unpark();
+        }
+        id
+    }
+
+    /// No job is released at or after `t` on the pool's clock (so a run of a given length
+    /// releases exactly the jobs whose release time falls inside it).
+    pub fn release_until(&self, t: Duration) {
+        self.shared.state.lock().cutoff = t.as_nanos() as u64;
+    }
+
+    /// One job released now with the given relative deadline (its records have task
+    /// `usize::MAX`).
+    pub fn submit<F>(&self, deadline: Duration, f: F)
+    where
+        F: FnOnce(&Job) + Send + 'static,
+    {
+        let sh = &self.shared;
+        let mut st = sh.state.lock();
+        let release = sh.now();
+        let meta = Arc::new(JobMeta {
+            task: usize::MAX,
+            index: 0,
+            release,
+            deadline: release + deadline.as_nanos() as u64,
+            counters: Default::default(),
+            body: Body::Once(Mutex::new(Some(Box::new(f)))),
+        });
+        let it = st.sched.item(meta.deadline, Kind::Job, Unit::Job(meta));
+        st.in_flight += 1;
+        sh.ready(&mut st, it);
+    }
+
+    /// Stops releasing, waits for every job in flight (every released job runs to its end),
+    /// stops the workers and returns the statistics.
+    pub fn stop(mut self) -> RtReport {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> RtReport {
+        self.shared.state.lock().releasing = false;
+        if let Some(t) = self.shared.releaser.get() {
+            t.unpark();
+        }
+        if let Some(r) = self.releaser.take() {
+            let _ = r.join();
+        }
+        self.shared.stop.store(true, SeqCst);
+        for w in self.shared.workers.iter() {
+            if let Some(t) = w.thread.get() {
+                t.unpark();
+            }
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let mut r = RtReport {
+            jobs: std::mem::take(&mut *self.shared.records.lock()),
+            preemption_latency: std::mem::take(&mut *self.shared.latencies.lock()),
+            workers: std::mem::take(&mut *self.shared.kernel.lock()),
+            warnings: self.shared.warnings.lock().clone(),
+            tasks: Vec::new(),
+        };
+        r.jobs.sort_by_key(|j| (j.release, j.task, j.index));
+        r.fold_tasks(&self.names);
+        r
+    }
+
+    /// Plain fork-join (not real-time): runs `a` and `b`, possibly in parallel, on the pool's
+    /// workers; Rayon's scheme, no fibers (see `join.rs`).
+    pub fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
+    where
+        A: FnOnce() -> RA + Send,
+        B: FnOnce() -> RB + Send,
+        RA: Send,
+        RB: Send,
+    {
+        self.install(move || join(a, b))
+    }
+
+    /// Runs `f` on a worker of the pool and waits for it; inside, [`join`] forks on the pool.
+    pub fn install<F: FnOnce() -> R + Send, R: Send>(&self, f: F) -> R {
+        join::install(&self.shared, f)
+    }
+}
+
+impl Drop for RtPool {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.shutdown();
+        }
+    }
+}
+
+pub use join::join;
+
+/// A preemption point: if the dispatcher asked the core running this job or thread to stop it
+/// (an earlier-deadline job was released), the fiber is suspended here and put back by rules
+/// (i)-(iii). Costs one thread-local read and one atomic load when nothing is pending; a no-op
+/// outside a pool fiber.
+#[inline]
+pub fn checkpoint() {
+    worker::checkpoint()
+}

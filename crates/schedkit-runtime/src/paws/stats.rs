@@ -1,0 +1,165 @@
+//! Statistics of a real-time pool run: one record per job, totals per task, the workers' kernel
+//! counters, and the preemption latencies.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+/// Counters of one job, its threads included, updated by the workers while it runs.
+#[derive(Default, Debug)]
+pub(crate) struct JobCounters {
+    pub start: AtomicU64,
+    pub started: AtomicBool,
+    pub steals: AtomicU64,
+    pub migrations: AtomicU64,
+    pub preemptions: AtomicU64,
+    pub switches: AtomicU64,
+    pub threads: AtomicU64,
+    pub panicked: AtomicBool,
+    /// The dispatcher handed this job to a core by preempting its running entry.
+    pub preempting: AtomicBool,
+}
+
+impl JobCounters {
+    pub(crate) fn add(&self, c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+}
+
+/// One finished job. Times are nanoseconds since the pool's epoch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobRecord {
+    /// Index of the task (registration order).
+    pub task: usize,
+    /// Job number within the task, from 0.
+    pub index: u64,
+    pub release: u64,
+    /// Absolute deadline.
+    pub deadline: u64,
+    /// First instruction of the job.
+    pub start: u64,
+    pub finish: u64,
+    /// Parallel threads the job created.
+    pub threads: u64,
+    /// Threads of the job run by a core that stole them (rule E).
+    pub steals: u64,
+    /// Threads run on another core than the one they were spawned on, plus resumptions of the
+    /// job or a thread on another core than where it last ran.
+    pub migrations: u64,
+    /// Times the job or one of its threads was stopped at a preemption point.
+    pub preemptions: u64,
+    /// User-level context switches: fiber switch-ins of the job and its threads.
+    pub switches: u64,
+    /// The job panicked (the pool caught it and went on).
+    pub panicked: bool,
+}
+
+impl JobRecord {
+    pub fn response(&self) -> u64 {
+        self.finish.saturating_sub(self.release)
+    }
+    pub fn missed(&self) -> bool {
+        self.finish > self.deadline
+    }
+}
+
+/// Totals of one task.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TaskStats {
+    pub name: String,
+    pub jobs: u64,
+    pub misses: u64,
+    pub max_response: u64,
+    pub mean_response: f64,
+    pub steals: u64,
+    pub migrations: u64,
+    pub preemptions: u64,
+    pub switches: u64,
+}
+
+/// Kernel counters of one worker thread over its life (perf software events; `None` when the
+/// kernel refused them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerKernel {
+    pub cpu: Option<usize>,
+    pub context_switches: Option<u64>,
+    pub migrations: Option<u64>,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug, Default)]
+pub struct RtReport {
+    pub jobs: Vec<JobRecord>,
+    pub tasks: Vec<TaskStats>,
+    pub workers: Vec<WorkerKernel>,
+    /// Release to first instruction of each job that was dispatched by preempting another,
+    /// in nanoseconds, in the order they happened.
+    pub preemption_latency: Vec<u64>,
+    /// What the system refused (pinning, SCHED_FIFO, perf counters).
+    pub warnings: Vec<String>,
+}
+
+impl RtReport {
+    pub fn misses(&self) -> u64 {
+        self.jobs.iter().filter(|j| j.missed()).count() as u64
+    }
+    pub fn kernel_context_switches(&self) -> Option<u64> {
+        self.workers.iter().map(|w| w.context_switches).sum()
+    }
+    pub fn kernel_migrations(&self) -> Option<u64> {
+        self.workers.iter().map(|w| w.migrations).sum()
+    }
+    /// Totals per task from the job records (`names` in task order).
+    pub(crate) fn fold_tasks(&mut self, names: &[String]) {
+        let mut t: Vec<TaskStats> = names
+            .iter()
+            .map(|n| TaskStats {
+                name: n.clone(),
+                ..TaskStats::default()
+            })
+            .collect();
+        let mut sum = vec![0u128; names.len()];
+        // One-shot jobs (task usize::MAX) belong to no task.
+        for j in self.jobs.iter().filter(|j| j.task < names.len()) {
+            let s = &mut t[j.task];
+            s.jobs += 1;
+            s.misses += j.missed() as u64;
+            s.max_response = s.max_response.max(j.response());
+            s.steals += j.steals;
+            s.migrations += j.migrations;
+            s.preemptions += j.preemptions;
+            s.switches += j.switches;
+            sum[j.task] += j.response() as u128;
+        }
+        for (s, n) in t.iter_mut().zip(sum) {
+            if s.jobs > 0 {
+                s.mean_response = n as f64 / s.jobs as f64;
+            }
+        }
+        self.tasks = t;
+    }
+}
+
+/// The `p`-th percentile (0..=100, nearest rank) of `v`; `None` when empty.
+pub fn percentile(v: &[u64], p: f64) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    let rank = ((p / 100.0) * s.len() as f64).ceil().max(1.0) as usize;
+    Some(s[rank.min(s.len()) - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50));
+        assert_eq!(percentile(&v, 99.0), Some(99));
+        assert_eq!(percentile(&v, 100.0), Some(100));
+        assert_eq!(percentile(&[7], 1.0), Some(7));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+}

@@ -1,0 +1,79 @@
+//! The harness entry point used by `schedkit experiment paws` and `[[task]]` scenarios.
+
+use schedkit_core::scenario::{Region, Task};
+use schedkit_core::time::Nanos;
+use schedkit_runtime::paws::harness::{run_taskset, HarnessOpts};
+use schedkit_runtime::paws::Mode;
+use std::time::Duration;
+
+fn task(name: &str, period_ms: u64, regions: Vec<Region>) -> Task {
+    Task {
+        name: name.into(),
+        period: Nanos(period_ms * 1_000_000),
+        deadline: Nanos(period_ms * 1_000_000),
+        offset: Nanos(0),
+        regions,
+        cpus: None,
+        line: 1,
+    }
+}
+
+#[test]
+fn a_light_task_set_meets_every_deadline_in_every_mode() {
+    let us = |x: u64| Nanos(x * 1000);
+    let tasks = vec![
+        task(
+            "a",
+            10,
+            vec![
+                Region::Seq(us(200)),
+                Region::Par(vec![us(300); 4]),
+                Region::Seq(us(100)),
+            ],
+        ),
+        task("b", 15, vec![Region::Par(vec![us(100), us(400), us(250)])]),
+    ];
+    // SCHED_FIFO (root, as in CI) so that other load on the machine cannot delay the workers
+    // for whole periods; without it deadlines are reported but not asserted.
+    let opts = HarnessOpts {
+        workers: Some(2),
+        fifo_priority: Some(20),
+        perf: false,
+        ..HarnessOpts::default()
+    };
+    for mode in Mode::ALL {
+        let r = run_taskset(&tasks, mode, Duration::from_millis(150), &opts).unwrap();
+        // 150 ms: a releases 15 jobs (0, 10, ..., 140), b 10 (0, 15, ..., 135).
+        assert_eq!(r.report.tasks[0].jobs, 15, "{mode:?}");
+        assert_eq!(r.report.tasks[1].jobs, 10, "{mode:?}");
+        assert_eq!(r.jobs, 25);
+        let fifo = !r.report.warnings.iter().any(|w| w.contains("SCHED_FIFO"));
+        if !fifo {
+            eprintln!("not asserting deadlines: SCHED_FIFO refused (not root)");
+        }
+        assert!(
+            !fifo || r.misses == 0,
+            "{mode:?}: {:?}",
+            r.report
+                .jobs
+                .iter()
+                .filter(|j| j.missed())
+                .collect::<Vec<_>>()
+        );
+        assert!(r
+            .report
+            .jobs
+            .iter()
+            .all(|j| j.threads == if j.task == 0 { 4 } else { 3 }));
+        // Response time at least the critical path (0.2 + 0.3 + 0.1 ms for a).
+        let a_min = r
+            .report
+            .jobs
+            .iter()
+            .filter(|j| j.task == 0)
+            .map(|j| j.response())
+            .min();
+        assert!(a_min.unwrap() >= 600_000, "{mode:?}: {a_min:?}");
+        assert!(r.response_p99 >= r.response_p50);
+    }
+}

@@ -1,0 +1,138 @@
+//! Real-pool tests of the PAWS runtime (SCHED_OTHER, no perf counters: they run anywhere).
+
+use schedkit_runtime::paws::{self, Mode, RtConfig, RtPool};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn ms(x: u64) -> Duration {
+    Duration::from_millis(x)
+}
+
+#[test]
+fn periodic_jobs_run_their_regions_and_meet_deadlines_at_low_load() {
+    for mode in Mode::ALL {
+        // SCHED_FIFO when permitted (root, as in CI): other load cannot then delay the
+        // workers for whole periods; without it deadlines are not asserted.
+        let mut cfg = RtConfig::quiet(mode, 2);
+        cfg.fifo_priority = Some(20);
+        let mut pool = RtPool::new(cfg).unwrap();
+        let hits = Arc::new(AtomicU64::new(0));
+        let h = hits.clone();
+        // 0.3 ms sequential + 4 x 0.2 ms parallel every 10 ms: utilisation 0.11 on 2 cores.
+        pool.periodic("t", ms(10), ms(10), move |job| {
+            job.work(Duration::from_micros(300));
+            job.parallel(4, |_| {
+                paws::spin(200_000);
+                h.fetch_add(1, Relaxed);
+            });
+        });
+        std::thread::sleep(ms(200));
+        let r = pool.stop();
+        assert!(r.jobs.len() >= 15, "{mode:?}: {} jobs", r.jobs.len());
+        assert_eq!(hits.load(Relaxed), 4 * r.jobs.len() as u64, "{mode:?}");
+        let fifo = !r.warnings.iter().any(|w| w.contains("SCHED_FIFO"));
+        assert!(
+            !fifo || r.misses() == 0,
+            "{mode:?}: {:?}",
+            r.jobs.iter().find(|j| j.missed())
+        );
+        for j in &r.jobs {
+            assert_eq!(j.threads, 4);
+            assert!(j.start >= j.release && j.finish >= j.start);
+        }
+        assert_eq!(r.tasks[0].jobs, r.jobs.len() as u64);
+    }
+}
+
+#[test]
+fn an_earlier_deadline_preempts_the_latest_running_job_on_one_core() {
+    let pool = RtPool::new(RtConfig::quiet(Mode::Paws, 1)).unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let o = order.clone();
+    let started = Arc::new(AtomicUsize::new(0));
+    let s = started.clone();
+    // A long job with a late deadline...
+    pool.submit(ms(1000), move |job| {
+        o.lock().unwrap().push("long:start");
+        s.store(1, SeqCst);
+        job.work(ms(40));
+        o.lock().unwrap().push("long:end");
+    });
+    while started.load(SeqCst) == 0 {
+        std::thread::yield_now();
+    }
+    // ...is preempted by a short one with an earlier deadline.
+    let o = order.clone();
+    pool.submit(ms(20), move |job| {
+        o.lock().unwrap().push("short");
+        job.work(ms(1));
+    });
+    let r = pool.stop();
+    assert_eq!(
+        *order.lock().unwrap(),
+        vec!["long:start", "short", "long:end"]
+    );
+    assert_eq!(r.preemption_latency.len(), 1);
+    let long = r
+        .jobs
+        .iter()
+        .find(|j| j.deadline - j.release == 1_000_000_000)
+        .unwrap();
+    assert_eq!(long.preemptions, 1);
+    assert!(r.jobs.iter().all(|j| !j.missed()));
+}
+
+#[test]
+fn scope_join_and_parallel_borrow_from_the_job() {
+    let pool = RtPool::new(RtConfig::quiet(Mode::Paws, 2)).unwrap();
+    let out = Arc::new(Mutex::new((0u64, 0u64, 0u64)));
+    let o = out.clone();
+    pool.submit(ms(1000), move |job| {
+        let data: Vec<u64> = (1..=100).collect();
+        let sums: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
+        job.parallel(4, |i| {
+            let s: u64 = data[i * 25..(i + 1) * 25].iter().sum();
+            sums[i].store(s, Relaxed);
+        });
+        let total: u64 = sums.iter().map(|s| s.load(Relaxed)).sum();
+        let (a, b) = job.join(
+            || data[..50].iter().sum::<u64>(),
+            || data[50..].iter().sum::<u64>(),
+        );
+        let n = AtomicU64::new(0);
+        job.scope(|s| {
+            // Irregular: the count and lengths are decided at run time.
+            for k in 0..(data[2] as usize) {
+                let n = &n;
+                s.spawn(move || {
+                    paws::spin(10_000 * k as u64);
+                    n.fetch_add(1, Relaxed);
+                });
+            }
+        });
+        *o.lock().unwrap() = (total, a + b, n.load(Relaxed));
+    });
+    let r = pool.stop();
+    assert_eq!(*out.lock().unwrap(), (5050, 5050, 3));
+    assert_eq!(r.jobs[0].threads, 4 + 1 + 3);
+    assert!(!r.jobs[0].panicked);
+}
+
+#[test]
+fn plain_join_computes_on_the_pool() {
+    fn fib(n: u64) -> u64 {
+        if n < 2 {
+            return n;
+        }
+        let (a, b) = paws::join(|| fib(n - 1), || fib(n - 2));
+        a + b
+    }
+    for w in [1, 2] {
+        let pool = RtPool::new(RtConfig::quiet(Mode::Paws, w)).unwrap();
+        assert_eq!(pool.install(|| fib(20)), 6765);
+        assert_eq!(pool.join(|| fib(10), || fib(11)), (55, 89));
+    }
+    // Outside a pool: sequential.
+    assert_eq!(fib(10), 55);
+}
