@@ -16,6 +16,7 @@ mod output;
 mod restore;
 mod run;
 mod sweep;
+mod taskrun;
 mod topo;
 
 use std::process::ExitCode;

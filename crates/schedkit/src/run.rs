@@ -162,6 +162,10 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
         }
         scenario.horizon = h;
     }
+    // Periodic fork-join tasks (seed 001) have their own real engines.
+    if !scenario.tasks.is_empty() && !a.exclusive {
+        return crate::taskrun::run_scenario(&scenario, &a.report, !a.no_perf);
+    }
     if a.exclusive {
         scenario.policy.name = PolicyName::Exclusive;
     }
