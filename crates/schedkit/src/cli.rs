@@ -60,6 +60,10 @@ enum ExperimentCommand {
     /// this machine, and slowdown vs time slice on a simulated 64-node cluster with the
     /// switch-overhead model; plus a 1,024-node scale row.
     Gang(crate::experiment_gang::GangExpArgs),
+    /// Seed 001 section 5: generated periodic fork-join task sets per utilisation window under
+    /// paws, gedf, ws (the real-time pool) and sched-deadline on this machine, and paws, gedf,
+    /// pedf in the simulator: Table 1 (sets with misses), Figs. 2-3 (migrations, switches).
+    Paws(crate::experiment_paws::PawsExpArgs),
 }
 
 /// Where a report goes besides the table on stdout.
@@ -134,6 +138,7 @@ pub fn main() -> ExitCode {
             ExperimentCommand::FibersGauss(a) => crate::experiment_fibers::run(a),
             ExperimentCommand::Exclusive(a) => crate::experiment_exclusive::run(a),
             ExperimentCommand::Gang(a) => crate::experiment_gang::run(a),
+            ExperimentCommand::Paws(a) => crate::experiment_paws::run(a),
         },
     };
     match result {

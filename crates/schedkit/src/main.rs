@@ -11,6 +11,7 @@ mod ctl;
 mod experiment_exclusive;
 mod experiment_fibers;
 mod experiment_gang;
+mod experiment_paws;
 mod gantt;
 mod output;
 mod restore;
