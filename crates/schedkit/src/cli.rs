@@ -60,6 +60,15 @@ enum ExperimentCommand {
     /// this machine, and slowdown vs time slice on a simulated 64-node cluster with the
     /// switch-overhead model; plus a 1,024-node scale row.
     Gang(crate::experiment_gang::GangExpArgs),
+    /// Seed 004 ch. 3: greedy processes of 1, 8 and 50 threads, real and simulated, beside
+    /// GPS (shares, gaps G(Z,Y), waiting, lag); recovery after a thread-count change.
+    Greedy(crate::experiment_fair::GreedyArgs),
+    /// Seed 004 ch. 4: one nice-0 and four nice-5 tasks on 2 cores, default vs global-fair:
+    /// largest lag against GPS, 10 s error, migrations/s, balancer cost.
+    GlobalFairness(crate::experiment_fair::GlobalArgs),
+    /// Seed 004 ch. 5: tenant groups at weights 1:1..1:5 and 1:2:3, share vs weight fraction,
+    /// and a mid-run `schedkit ctl set-weight`.
+    Tenants(crate::experiment_fair::TenantsArgs),
     /// Seed 001 section 5: generated periodic fork-join task sets per utilisation window under
     /// paws, gedf, ws (the real-time pool) and sched-deadline on this machine, and paws, gedf,
     /// pedf in the simulator: Table 1 (sets with misses), Figs. 2-3 (migrations, switches).
@@ -138,6 +147,9 @@ pub fn main() -> ExitCode {
             ExperimentCommand::FibersGauss(a) => crate::experiment_fibers::run(a),
             ExperimentCommand::Exclusive(a) => crate::experiment_exclusive::run(a),
             ExperimentCommand::Gang(a) => crate::experiment_gang::run(a),
+            ExperimentCommand::Greedy(a) => crate::experiment_fair::greedy(a),
+            ExperimentCommand::GlobalFairness(a) => crate::experiment_fair::global_fairness(a),
+            ExperimentCommand::Tenants(a) => crate::experiment_fair::tenants(a),
             ExperimentCommand::Paws(a) => crate::experiment_paws::run(a),
         },
     };

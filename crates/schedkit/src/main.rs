@@ -9,6 +9,7 @@ mod cli;
 mod compare;
 mod ctl;
 mod experiment_exclusive;
+mod experiment_fair;
 mod experiment_fibers;
 mod experiment_gang;
 mod experiment_paws;
