@@ -27,10 +27,30 @@
 //! finished while away is simply forgotten. Threads whose core is not known yet (before their
 //! first dispatch) are left out of the loads.
 //!
-//! Tie-breaking: among the lightest threads of a heavy core the shuttle rotates (the next
-//! thread id after the previous shuttle of that core, cyclically), so that the cost of
-//! shuttling is shared by equal-weight threads instead of falling on one. Cores of equal load
-//! rank by index.
+//! Lag feedback (schedkit's generalisation; the thesis's fixed alternation is what it does
+//! while every lag is zero). Alternating every period gives the light core's threads one
+//! period alone and one beside the shuttle, a duty cycle of 1/2 whatever the weights: with
+//! 1024 + 4 x 335 the 1024 thread then gets `(1 + 1024/1359) / 2` = 87.7 % of a core against
+//! GPS's 86.6 %, and its lag grows without bound (200 ms after 10 s at a 20 ms period). So
+//! the controller keeps, for every thread, the CPU time GPS would have given it since it was
+//! first seen (water-filling its weight over the cores, scaled to the CPU time the threads
+//! actually received together, so that load from outside the scenario does not count as
+//! unfairness) and its lag = GPS time - received time, and decides by the sign of the light
+//! core's lag (summed over its threads other than shuttles):
+//! - **return** a shuttle only when the light core's own threads are not ahead of GPS
+//!   (lag >= 0); while they are ahead it stays one more period;
+//! - **send** one out only when they are not behind (lag <= 0): a light core that owes its
+//!   threads time keeps them to itself for a period.
+//!
+//! This is a bang-bang control of the duty cycle: it settles at the fraction that gives GPS
+//! rates (54 % out for 1024 + 4 x 335), still moves at most one thread per pair per period,
+//! and keeps every lag within about one period's worth of rate difference.
+//!
+//! Tie-breaking: the shuttle is the lightest thread of the heavy core that is furthest ahead
+//! of GPS (it is the one that gives up time by moving); among equal lags (at the start, all
+//! zero) it rotates (the next thread id after the previous shuttle of that core, cyclically),
+//! so that the cost of shuttling is shared by equal-weight threads instead of falling on one.
+//! Cores of equal load rank by index.
 //!
 //! `Migrate` pins the thread to its target core (sched_setaffinity in real runs), which is the
 //! thesis's "flag enforces the transfer": CFS's balancer cannot undo a shuttle move.
@@ -38,6 +58,20 @@
 use crate::control::{Action, Controller, Snapshot};
 use crate::controllers::cfs_imbalance;
 use crate::time::Nanos;
+use std::collections::HashMap;
+
+/// GPS bookkeeping of one thread since it was first seen.
+#[derive(Clone, Copy, Debug)]
+struct Account {
+    /// CPU time GPS would have given it, ns.
+    ideal: f64,
+    /// CPU time it received, ns.
+    got: f64,
+    /// Its CPU time at the previous tick.
+    last_cpu: Nanos,
+    /// Tick at which it was last in a snapshot.
+    seen: u64,
+}
 
 /// A shuttle away from its home core.
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +90,10 @@ pub struct GlobalFair {
     load: Vec<u64>,
     nr: Vec<u64>,
     order: Vec<usize>,
+    accounts: HashMap<u64, Account>,
+    /// Scratch: (weight, cap) of runnable threads for the water-fill, and their ids.
+    fill: Vec<(f64, f64)>,
+    fill_ids: Vec<u64>,
 }
 
 impl GlobalFair {
@@ -69,7 +107,60 @@ impl GlobalFair {
             load: Vec::new(),
             nr: Vec::new(),
             order: Vec::new(),
+            accounts: HashMap::new(),
+            fill: Vec::new(),
+            fill_ids: Vec::new(),
         }
+    }
+
+    /// Brings every thread's GPS account up to this snapshot (see the module docs).
+    fn account(&mut self, snap: &Snapshot) {
+        let tick = self.ticks;
+        let mut delivered = 0.0;
+        for t in snap.threads {
+            let a = self.accounts.entry(t.id).or_insert(Account {
+                ideal: 0.0,
+                got: 0.0,
+                last_cpu: t.cpu,
+                seen: tick,
+            });
+            let d = t.cpu.0.saturating_sub(a.last_cpu.0) as f64;
+            a.got += d;
+            a.last_cpu = t.cpu;
+            a.seen = tick;
+            delivered += d;
+        }
+        self.accounts.retain(|_, a| a.seen == tick);
+        self.fill.clear();
+        self.fill_ids.clear();
+        for t in snap.threads.iter().filter(|t| t.runnable) {
+            self.fill.push((t.weight as f64, 1.0));
+            self.fill_ids.push(t.id);
+        }
+        let rates = crate::gps::water_fill(snap.cores as f64, &self.fill);
+        let sum: f64 = rates.iter().sum();
+        if sum > 0.0 && delivered > 0.0 {
+            for (id, r) in self.fill_ids.iter().zip(rates) {
+                if let Some(a) = self.accounts.get_mut(id) {
+                    a.ideal += delivered * r / sum;
+                }
+            }
+        }
+    }
+
+    /// GPS time minus received time, ns (positive: the thread is owed time).
+    fn lag(&self, id: u64) -> f64 {
+        self.accounts.get(&id).map_or(0.0, |a| a.ideal - a.got)
+    }
+
+    /// Summed lag of the runnable threads on `core`, shuttles excluded.
+    fn core_lag(&self, snap: &Snapshot, core: usize) -> f64 {
+        snap.threads
+            .iter()
+            .filter(|t| t.runnable && t.core == Some(core))
+            .filter(|t| !self.away.iter().any(|a| a.thread == t.id))
+            .map(|t| self.lag(t.id))
+            .sum()
     }
 }
 
@@ -82,19 +173,29 @@ impl Controller for GlobalFair {
     }
     fn tick(&mut self, snap: &Snapshot, out: &mut Vec<Action>) {
         self.ticks += 1;
+        self.account(snap);
         let cores = snap.cores;
         if self.ticks == 1 || cores < 2 {
             return; // first period: CFS's assignment
         }
         if !self.away.is_empty() {
-            for a in self.away.drain(..) {
-                if snap.threads.iter().any(|t| t.id == a.thread && t.runnable) {
-                    out.push(Action::Migrate {
-                        thread: a.thread,
-                        core: a.home,
-                    });
+            let mut away = std::mem::take(&mut self.away);
+            away.retain(|a| {
+                let Some(t) = snap.threads.iter().find(|t| t.id == a.thread && t.runnable) else {
+                    return false; // finished or blocked while away: forgotten
+                };
+                // Stay out while the light core's own threads are still ahead of GPS.
+                let light = t.core.unwrap_or(a.home);
+                if light != a.home && self.core_lag(snap, light) < 0.0 {
+                    return true;
                 }
-            }
+                out.push(Action::Migrate {
+                    thread: a.thread,
+                    core: a.home,
+                });
+                false
+            });
+            self.away = away;
             return;
         }
         // Condition phase: loads (eq. 4.1) and thread counts per core.
@@ -141,8 +242,22 @@ impl Controller for GlobalFair {
             {
                 continue;
             }
+            // Lag feedback: a light core whose threads are behind GPS keeps them to itself.
+            if self.core_lag(snap, light) > 0.0 {
+                continue;
+            }
+            // The lightest threads of the heavy core that are furthest ahead of GPS (within
+            // a microsecond), then rotation among those.
+            let most_ahead = on_heavy()
+                .filter(|t| t.weight == min_w)
+                .map(|t| self.lag(t.id))
+                .fold(f64::INFINITY, f64::min);
             let prev = self.last[heavy];
-            let candidates = || on_heavy().filter(|t| t.weight == min_w).map(|t| t.id);
+            let candidates = || {
+                on_heavy()
+                    .filter(|t| t.weight == min_w && self.lag(t.id) <= most_ahead + 1e3)
+                    .map(|t| t.id)
+            };
             let shuttle = candidates()
                 .filter(|&id| prev.is_none_or(|p| id > p))
                 .min()
@@ -207,5 +322,55 @@ mod tests {
         threads[1].core = Some(1);
         // The next shuttle is the next 335 thread.
         assert_eq!(tick(&threads), vec![Action::Migrate { thread: 2, core: 0 }]);
+    }
+
+    #[test]
+    fn lag_feedback_sets_the_duty_cycle() {
+        let sc = Scenario::parse("t.toml", "cores = 2\n[policy]\nname = \"global-fair\"\n")
+            .expect("scenario");
+        let mut g = GlobalFair::new(Nanos::from_ms(100), 125);
+        let mut threads = vec![view(0, 0, 1024)];
+        threads.extend((1..5).map(|i| view(i, 1, 335)));
+        let mut tick = |threads: &[ThreadView], ms: u64| {
+            let snap = Snapshot {
+                now: Nanos::from_ms(ms),
+                cores: 2,
+                threads,
+                group_weights: &[],
+                scenario: &sc,
+            };
+            let mut out = Vec::new();
+            g.tick(&snap, &mut out);
+            out
+        };
+        assert!(tick(&threads, 0).is_empty());
+        // 200 ms delivered, T1 got only 60 of its GPS 86.6: the light core is behind, so no
+        // shuttle goes out.
+        threads[0].cpu = Nanos::from_ms(60);
+        for (i, c) in [(1, 35), (2, 35), (3, 35), (4, 35)] {
+            threads[i].cpu = Nanos::from_ms(c);
+        }
+        assert!(tick(&threads, 100).is_empty(), "T1 owed time: no shuttle");
+        // T1 now far ahead (+100 ms on 200 more delivered); thread 3 is the 335 furthest ahead:
+        // it is the shuttle, not thread 1 (rotation order).
+        threads[0].cpu = Nanos::from_ms(260);
+        for (i, c) in [(1, 35), (2, 35), (3, 50), (4, 20)] {
+            threads[i].cpu = Nanos::from_ms(c);
+        }
+        assert_eq!(
+            tick(&threads, 200),
+            vec![Action::Migrate { thread: 3, core: 0 }]
+        );
+        // Away, and T1 still ahead of GPS: the shuttle stays one more period.
+        threads[3].core = Some(0);
+        assert!(tick(&threads, 300).is_empty(), "stays while T1 is ahead");
+        // T1 falls behind (gets nothing for 200 ms): the shuttle comes home.
+        for (i, c) in [(1, 135), (2, 135), (3, 150), (4, 120)] {
+            threads[i].cpu = Nanos::from_ms(c);
+        }
+        assert_eq!(
+            tick(&threads, 400),
+            vec![Action::Migrate { thread: 3, core: 1 }]
+        );
     }
 }
