@@ -34,7 +34,7 @@ fn run(mode: Mode, jobs: usize, seed: u64) {
     for n in 0..jobs {
         // Keep the global queue short so that cores run out of jobs and steal threads, and
         // new releases land on busy cores and preempt.
-        if n % 8 == 0 {
+        if n.is_multiple_of(8) {
             while done.load(SeqCst) + 8 < n as u64 {
                 std::thread::yield_now();
             }
@@ -42,7 +42,7 @@ fn run(mode: Mode, jobs: usize, seed: u64) {
         let nreg = 1 + (rng.next() % 4) as usize;
         let regions: Vec<usize> = (0..nreg)
             .map(|_| {
-                if rng.next() % 3 == 0 {
+                if rng.next().is_multiple_of(3) {
                     1
                 } else {
                     2 + (rng.next() % 5) as usize

@@ -288,37 +288,56 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> bool {
     true
 }
 
+/// A closure sent to the pool from outside; its caller sleeps on `gate` until it is done.
+struct InstallJob<F, R> {
+    f: UnsafeCell<Option<F>>,
+    result: UnsafeCell<Option<std::thread::Result<R>>>,
+    gate: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl<F: FnOnce() -> R, R> InstallJob<F, R> {
+    unsafe fn execute(p: *const ()) {
+        let this = &*(p as *const Self);
+        let f = (*this.f.get()).take().unwrap();
+        *this.result.get() = Some(std::panic::catch_unwind(AssertUnwindSafe(f)));
+        // The result is stored before the caller can see the flag: it must not wake up only
+        // to wait for us (a woken caller may preempt this worker on its CPU).
+        let mut g = this.gate.lock();
+        *g = true;
+        this.cv.notify_one();
+        drop(g);
+    }
+}
+
 /// Runs `f` on a worker of `sh`'s pool (at once if the caller is one) and waits.
 pub(crate) fn install<F: FnOnce() -> R + Send, R: Send>(sh: &Shared, f: F) -> R {
     let c = ctx();
     if !c.is_null() && std::ptr::eq(unsafe { (*c).shared }, sh) {
         return f();
     }
-    let gate = (Mutex::new(false), Condvar::new());
-    let g = &gate;
-    let job = StackJob::new(move || {
-        let r = std::panic::catch_unwind(AssertUnwindSafe(f));
-        // Signal under the lock so the waiter cannot miss it.
-        *g.0.lock() = true;
-        g.1.notify_all();
-        r
+    let job = InstallJob {
+        f: UnsafeCell::new(Some(f)),
+        result: UnsafeCell::new(None),
+        gate: Mutex::new(false),
+        cv: Condvar::new(),
+    };
+    sh.plain.injector.push(JobRef {
+        ptr: &job as *const InstallJob<F, R> as *const (),
+        exec: InstallJob::<F, R>::execute,
+        deadline: u64::MAX,
     });
-    sh.plain.injector.push(job.as_ref(u64::MAX));
-    for w in sh.workers.iter() {
-        if let Some(t) = w.thread.get() {
-            t.unpark();
-        }
+    if sh.plain.sleeping.load(SeqCst) > 0 {
+        wake_one(sh);
     }
-    let mut done = gate.0.lock();
+    let mut done = job.gate.lock();
     while !*done {
-        gate.1.wait(&mut done);
+        job.cv.wait(&mut done);
     }
     drop(done);
-    while !job.done.load(Acquire) {
-        std::hint::spin_loop();
-    }
+    // SAFETY: set before the gate was opened.
     match unsafe { (*job.result.get()).take().unwrap() } {
-        Ok(Ok(r)) => r,
-        Ok(Err(p)) | Err(p) => std::panic::resume_unwind(p),
+        Ok(r) => r,
+        Err(p) => std::panic::resume_unwind(p),
     }
 }

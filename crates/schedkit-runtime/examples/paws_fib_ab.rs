@@ -1,0 +1,91 @@
+//! Plain fork-join cost against Rayon, interleaved: paws and rayon runs alternate so both see
+//! the same machine noise; prints the median time of each and their ratio.
+//!
+//! ```text
+//! cargo run --release -p schedkit-runtime --example paws_fib_ab -- [N] [ROUNDS]
+//! ```
+
+use schedkit_runtime::paws::{self, Mode, RtConfig, RtPool};
+use std::hint::black_box;
+use std::time::Instant;
+
+fn fib_seq(n: u64) -> u64 {
+    if n < 2 {
+        n
+    } else {
+        fib_seq(n - 1) + fib_seq(n - 2)
+    }
+}
+
+fn fib_paws(n: u64, cutoff: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    if n <= cutoff {
+        return fib_seq(n);
+    }
+    let (a, b) = paws::join(|| fib_paws(n - 1, cutoff), || fib_paws(n - 2, cutoff));
+    a + b
+}
+
+fn fib_rayon(n: u64, cutoff: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    if n <= cutoff {
+        return fib_seq(n);
+    }
+    let (a, b) = rayon::join(|| fib_rayon(n - 1, cutoff), || fib_rayon(n - 2, cutoff));
+    a + b
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let n = args.first().copied().unwrap_or(25);
+    let rounds = args.get(1).copied().unwrap_or(31) as usize;
+    let all = std::thread::available_parallelism()
+        .map(|x| x.get())
+        .unwrap_or(1);
+    println!(
+        "{:<8} {:>7} {:>12} {:>12} {:>12}",
+        "workers", "cutoff", "paws ms", "rayon ms", "paws/rayon"
+    );
+    for workers in [1, all] {
+        // Unpinned, like Rayon's threads, so both compete for the same CPUs the same way.
+        let mut cfg = RtConfig::quiet(Mode::Paws, workers);
+        cfg.pin = std::env::var_os("PAWS_PIN").is_some();
+        let pool = RtPool::new(cfg).unwrap();
+        let rp = rayon::ThreadPoolBuilder::new()
+            .num_threads(workers)
+            .build()
+            .unwrap();
+        for cutoff in [0u64, 10] {
+            let (mut p, mut r) = (Vec::new(), Vec::new());
+            for _ in 0..rounds {
+                let t = Instant::now();
+                black_box(pool.install(|| fib_paws(black_box(n), cutoff)));
+                p.push(t.elapsed().as_secs_f64() * 1e3);
+                let t = Instant::now();
+                black_box(rp.install(|| fib_rayon(black_box(n), cutoff)));
+                r.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            let (pm, rm) = (median(&mut p), median(&mut r));
+            println!(
+                "{:<8} {:>7} {:>12.3} {:>12.3} {:>12.2}",
+                workers,
+                cutoff,
+                pm,
+                rm,
+                pm / rm
+            );
+        }
+    }
+}
