@@ -1,5 +1,5 @@
 //! Fiber micro-benchmarks (issue 4, item 4), all in one run so the ratios hold: event
-//! ping-pong round trip between two user threads on one scheduler thread, a ring of 7936 user
+//! ping-pong round trip between two user threads on one scheduler thread and on two, a ring of 7936 user
 //! threads passing a token (time per hop), and spawn + join, under A0 (OS threads with
 //! parking_lot), A1, A2 and the `may` crate's coroutines.
 //!
@@ -19,25 +19,41 @@ fn runtime(arch: Arch, workers: usize) -> Runtime {
     Runtime::new(c).unwrap()
 }
 
-/// `iters` round trips between two user threads through two auto-reset events.
-fn pingpong(rt: &Runtime, iters: u64) -> Duration {
+/// `iters` round trips between two user threads through two auto-reset events; with
+/// `two_sts` the two fibers are bound to scheduler threads 0 and 1, so every hop crosses STs.
+fn pingpong(rt: &Runtime, iters: u64, two_sts: bool) -> Duration {
+    let h = rt.handle();
+    let spawn_at = |st: usize, f: Box<dyn FnOnce() -> Duration + Send>| {
+        if two_sts {
+            h.spawn_on(st, f)
+        } else {
+            h.spawn(f)
+        }
+    };
     let ping = Arc::new(Event::new(rt.handle(), EventKind::AutoReset, false));
     let pong = Arc::new(Event::new(rt.handle(), EventKind::AutoReset, false));
     let (a, b) = (ping.clone(), pong.clone());
-    let echo = rt.spawn(move || {
-        for _ in 0..iters {
-            a.wait();
-            b.set();
-        }
-    });
-    let driver = rt.spawn(move || {
-        let t0 = Instant::now();
-        for _ in 0..iters {
-            ping.set();
-            pong.wait();
-        }
-        t0.elapsed()
-    });
+    let echo = spawn_at(
+        1,
+        Box::new(move || {
+            for _ in 0..iters {
+                a.wait();
+                b.set();
+            }
+            Duration::ZERO
+        }),
+    );
+    let driver = spawn_at(
+        0,
+        Box::new(move || {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                ping.set();
+                pong.wait();
+            }
+            t0.elapsed()
+        }),
+    );
     let d = driver.join().unwrap();
     echo.join().unwrap();
     d
@@ -132,12 +148,24 @@ fn bench(c: &mut Criterion) {
     for arch in [Arch::A0, Arch::A1, Arch::A2] {
         let rt = runtime(arch, 1);
         g.bench_function(BenchmarkId::from_parameter(arch), |b| {
-            b.iter_custom(|iters| pingpong(&rt, iters))
+            b.iter_custom(|iters| pingpong(&rt, iters, false))
         });
     }
     g.bench_function(BenchmarkId::from_parameter("may"), |b| {
         b.iter_custom(may_pingpong)
     });
+    g.finish();
+
+    // The same round trip with the two fibers on two scheduler threads (A0: two OS threads,
+    // as above, for reference).
+    let mut g = c.benchmark_group("event_pingpong_two_sts");
+    g.sample_size(10);
+    for arch in [Arch::A1, Arch::A2] {
+        let rt = runtime(arch, 2);
+        g.bench_function(BenchmarkId::from_parameter(arch), |b| {
+            b.iter_custom(|iters| pingpong(&rt, iters, true))
+        });
+    }
     g.finish();
 
     let mut g = c.benchmark_group("ring_7936_per_hop");

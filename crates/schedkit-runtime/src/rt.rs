@@ -182,6 +182,8 @@ pub(crate) struct Fiber {
     id: u64,
     /// The ST that ran it last, where a wake-up sends it.
     home: usize,
+    /// Spawned with [`Handle::spawn_on`]: it runs on `home` only, never stolen or moved.
+    bound: bool,
     guard: (usize, usize),
     size: usize,
 }
@@ -269,6 +271,23 @@ struct StCtx {
     shared: Arc<Shared>,
     index: usize,
     local: RefCell<Local>,
+    /// The fiber this ST runs next: the last one woken or spawned here while no ST idled.
+    /// A ping-pong or a spawn-then-join hands over through this slot without touching the
+    /// shared queue; at most [`NEXT_STREAK`] slot runs in a row, then the queue gets a turn.
+    next: Cell<Option<Box<Fiber>>>,
+}
+
+/// Slot runs in a row before the ready queue is served (two fibers waking each other must
+/// not starve the rest).
+const NEXT_STREAK: u32 = 32;
+/// Fibers run between two looks at the timers and A1 notifications while the queues stay busy.
+const SERVICE_EVERY: u32 = 64;
+
+/// Increments a counter only its owning ST writes: a plain load and store, not a locked
+/// read-modify-write (the readers, the deadlock check, only need to see it eventually).
+#[inline]
+fn bump(c: &AtomicU64) {
+    c.store(c.load(Relaxed) + 1, Relaxed);
 }
 
 thread_local! {
@@ -306,6 +325,13 @@ pub(crate) fn suspend(s: Suspend) {
     unsafe { (*(*f).yielder).suspend(s) };
 }
 
+/// The index of the scheduler thread the calling fiber runs on (`None` outside a fiber).
+pub fn current_worker() -> Option<usize> {
+    let st = current_st();
+    // SAFETY: the ST context outlives every fiber it runs.
+    (!st.is_null() && in_fiber()).then(|| unsafe { (*st).index })
+}
+
 /// Gives the CPU to the next ready user thread (a fiber yields to its ST; an OS thread calls
 /// `sched_yield`).
 pub fn yield_now() {
@@ -336,8 +362,9 @@ where
         !st.is_null(),
         "schedkit_runtime::spawn called outside a fiber; use Runtime::spawn"
     );
-    let shared = unsafe { (*st).shared.clone() };
-    spawn_fiber(&shared, f)
+    // SAFETY: the ST context outlives every fiber it runs.
+    let shared = unsafe { &(*st).shared };
+    spawn_fiber(shared, f, None)
 }
 
 /// A runtime: the STs of one architecture (for A0, nothing but the configuration: user
@@ -469,7 +496,26 @@ impl Handle {
                 inner: JoinInner::Os(h),
             };
         }
-        spawn_fiber(&self.shared, f)
+        spawn_fiber(&self.shared, f, None)
+    }
+
+    /// Spawns a fiber bound to scheduler thread `worker`: it always runs there, is never
+    /// stolen, and its wake-ups go to that ST's queue (for pinning work to a core, and for
+    /// measuring cross-ST hand-offs). Panics under A0 or when `worker` does not exist.
+    pub fn spawn_on<F, T>(&self, worker: usize, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        assert!(
+            self.arch() != Arch::A0,
+            "spawn_on needs scheduler threads (A1 or A2)"
+        );
+        assert!(
+            worker < self.shared.workers.len(),
+            "spawn_on: no scheduler thread {worker}"
+        );
+        spawn_fiber(&self.shared, f, Some(worker))
     }
 
     /// Whether the runtime declared a deadlock.
@@ -478,7 +524,7 @@ impl Handle {
     }
 }
 
-fn spawn_fiber<F, T>(shared: &Arc<Shared>, f: F) -> JoinHandle<T>
+fn spawn_fiber<F, T>(shared: &Arc<Shared>, f: F, bound: Option<usize>) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -505,10 +551,10 @@ where
         let r = std::panic::catch_unwind(AssertUnwindSafe(f));
         done.complete(r);
     });
-    let home = if on_st {
-        unsafe { (*st).index }
-    } else {
-        shared.next_worker.fetch_add(1, Relaxed) % shared.workers.len()
+    let home = match bound {
+        Some(w) => w,
+        None if on_st => unsafe { (*st).index },
+        None => shared.next_worker.fetch_add(1, Relaxed) % shared.workers.len(),
     };
     let fiber = Box::new(Fiber {
         co: Some(co),
@@ -516,6 +562,7 @@ where
         link: Cell::new(std::ptr::null_mut()),
         id: shared.next_id.fetch_add(1, Relaxed),
         home,
+        bound: bound.is_some(),
         guard,
         size,
     });
@@ -530,11 +577,26 @@ impl Shared {
     /// Puts `f` on the ready queue of the ST that will run it, waking that ST (or, with
     /// `steal_hint`, an idle one that can steal it) if it sleeps.
     fn push_ready(&self, f: Box<Fiber>, steal_hint: bool) {
+        // Fast path: an ST of this runtime (or a fiber on it) makes a fiber ready while no ST
+        // idles, so nobody would steal it anyway: it goes to this ST's slot and runs next,
+        // while its cache lines are warm.
+        if !f.bound && self.sleepers.load(Relaxed) == 0 {
+            let st = current_st();
+            if !st.is_null() && std::ptr::eq(unsafe { &*(*st).shared }, self) {
+                // SAFETY: only this thread touches its ST's slot.
+                let ctx = unsafe { &*st };
+                if let Some(old) = ctx.next.replace(Some(f)) {
+                    self.workers[ctx.index].queue.push(old);
+                }
+                return;
+            }
+        }
         let w = &self.workers[f.home];
+        let bound = f.bound;
         w.queue.push(f);
         if w.sleeping.load(SeqCst) {
             self.unpark(w);
-        } else if steal_hint && self.sleepers.load(SeqCst) > 0 {
+        } else if steal_hint && !bound && self.sleepers.load(SeqCst) > 0 {
             if let Some(idle) = self.workers.iter().find(|w| w.sleeping.load(SeqCst)) {
                 self.unpark(idle);
             }
@@ -553,9 +615,7 @@ impl Shared {
         let f = unsafe { Box::from_raw(p) };
         let st = current_st();
         if !st.is_null() && std::ptr::eq(unsafe { &*(*st).shared }, self) {
-            self.workers[unsafe { (*st).index }]
-                .wakes
-                .fetch_add(1, Relaxed);
+            bump(&self.workers[unsafe { (*st).index }].wakes);
         } else {
             self.outside_wakes.fetch_add(1, Relaxed);
         }
@@ -607,17 +667,37 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
             stacks: Vec::new(),
             seq: 0,
         }),
+        next: Cell::new(None),
     };
     ST.with(|s| s.set(&ctx));
     let sh = &*ctx.shared;
     let me = &sh.workers[index];
     let mut suspect: Option<(Instant, u64)> = None;
+    let mut streak = 0u32;
+    let mut since_service = 0u32;
     loop {
         if sh.stop.load(Relaxed) {
             break;
         }
-        if let Some(f) = next_fiber(sh, index) {
+        let mut f = ctx.next.take();
+        if let Some(slot) = f.take_if(|_| streak >= NEXT_STREAK) {
+            me.queue.push(slot);
+        }
+        if f.is_some() {
+            streak += 1;
+        } else {
+            streak = 0;
+            f = next_fiber(sh, index);
+        }
+        if let Some(f) = f {
             run(&ctx, f);
+            since_service += 1;
+            // Timers and A1 notifications are served when the ST idles, and also every
+            // SERVICE_EVERY fibers so that a busy queue cannot starve a sleeper.
+            if since_service >= SERVICE_EVERY {
+                since_service = 0;
+                service(&ctx);
+            }
             continue;
         }
         if service(&ctx) {
@@ -687,14 +767,23 @@ fn timer_due(_index: usize) -> bool {
         .is_some_and(|Reverse((t, _, _))| *t <= Instant::now())
 }
 
-/// Own queue first, then steal from the others, starting after ourselves.
+/// Own queue first, then steal from the others, starting after ourselves. A stolen fiber
+/// bound to its ST goes back to that ST's queue.
 fn next_fiber(sh: &Shared, index: usize) -> Option<Box<Fiber>> {
     if let Some(f) = sh.workers[index].queue.pop() {
         return Some(f);
     }
     let n = sh.workers.len();
     for k in 1..n {
-        if let Some(f) = sh.workers[(index + k) % n].queue.pop() {
+        let victim = &sh.workers[(index + k) % n];
+        if let Some(f) = victim.queue.pop() {
+            if f.bound && f.home != index {
+                victim.queue.push(f);
+                if victim.sleeping.load(SeqCst) {
+                    sh.unpark(victim);
+                }
+                continue;
+            }
             return Some(f);
         }
     }
@@ -715,7 +804,7 @@ fn service(ctx: &StCtx) -> bool {
             .is_some_and(|Reverse((t, _, _))| *t <= now)
         {
             let Reverse((_, _, TimerEntry(f))) = local.timers.pop().unwrap();
-            me.timers.fetch_sub(1, Relaxed);
+            me.timers.store(me.timers.load(Relaxed) - 1, Relaxed);
             me.queue.push(f);
             made = true;
         }
@@ -728,7 +817,7 @@ fn service(ctx: &StCtx) -> bool {
             // SAFETY: a blocked fiber keeps its primitive borrowed, so it is alive.
             if unsafe { (*local.a1_blocked[i].1).try_acquire() } {
                 let (f, _) = local.a1_blocked.swap_remove(i);
-                me.wakes.fetch_add(1, Relaxed);
+                bump(&me.wakes);
                 me.queue.push(f);
                 made = true;
             } else {
@@ -742,7 +831,9 @@ fn service(ctx: &StCtx) -> bool {
 fn run(ctx: &StCtx, mut f: Box<Fiber>) {
     let sh = &*ctx.shared;
     let me = &sh.workers[ctx.index];
-    f.home = ctx.index;
+    if !f.bound {
+        f.home = ctx.index;
+    }
     FIBER.with(|c| c.set(&mut *f));
     stack::set_running(f.guard, f.id, f.size);
     let r = f.co.as_mut().unwrap().resume(());
@@ -755,25 +846,28 @@ fn run(ctx: &StCtx, mut f: Box<Fiber>) {
             local.seq += 1;
             let seq = local.seq;
             local.timers.push(Reverse((t, seq, TimerEntry(f))));
-            me.timers.fetch_add(1, Relaxed);
+            bump(&me.timers);
         }
         CoroutineResult::Yield(Suspend::BlockA2(core)) => {
-            me.blocks.fetch_add(1, SeqCst);
+            bump(&me.blocks);
             let p = Box::into_raw(f);
             // SAFETY: the blocking fiber borrows the primitive until it is woken.
             let queued = unsafe { (*core).join(p, &mut |q| sh.wake(q)) };
             if !queued {
-                me.wakes.fetch_add(1, SeqCst);
-                me.queue.push(unsafe { Box::from_raw(p) });
+                bump(&me.wakes);
+                // It need not wait: it runs next, ahead of whatever the slot held.
+                if let Some(old) = ctx.next.replace(Some(unsafe { Box::from_raw(p) })) {
+                    me.queue.push(old);
+                }
             }
         }
         CoroutineResult::Yield(Suspend::BlockA1(g)) => {
-            me.blocks.fetch_add(1, SeqCst);
+            bump(&me.blocks);
             // SAFETY: as above.
             let gate = unsafe { &*g };
             gate.register(ctx.index);
             if gate.try_acquire() {
-                me.wakes.fetch_add(1, SeqCst);
+                bump(&me.wakes);
                 me.queue.push(f);
             } else {
                 ctx.local.borrow_mut().a1_blocked.push((f, g));
@@ -788,7 +882,7 @@ fn run(ctx: &StCtx, mut f: Box<Fiber>) {
             } else {
                 sh.stacks.lock().push(stack);
             }
-            me.finished.fetch_add(1, SeqCst);
+            bump(&me.finished);
         }
     }
 }
@@ -841,7 +935,6 @@ pub(crate) struct JoinState<T> {
     outside: AtomicUsize,
     lock: parking_lot::Mutex<()>,
     cv: parking_lot::Condvar,
-    shared: Arc<Shared>,
 }
 
 // SAFETY: `result` is written once by the finishing fiber before `done` is set, and read once
@@ -854,19 +947,18 @@ impl<T> JoinState<T> {
         JoinState {
             result: UnsafeCell::new(None),
             done: AtomicBool::new(false),
-            gate: Gate::new(
-                &Handle {
-                    shared: shared.clone(),
-                },
-                0,
-                1,
-                true,
-            ),
+            gate: Gate::new_in(shared, 0, 1, true),
             outside: AtomicUsize::new(0),
             lock: parking_lot::Mutex::new(()),
             cv: parking_lot::Condvar::new(),
-            shared: shared.clone(),
         }
+    }
+
+    /// The runtime the joined fiber runs on (its gate is always an A1/A2 gate).
+    fn shared(&self) -> &Arc<Shared> {
+        self.gate
+            .runtime()
+            .expect("a fiber's join gate belongs to its runtime")
     }
 
     fn complete(&self, r: std::thread::Result<T>) {
@@ -889,13 +981,13 @@ impl<T> JoinHandle<T> {
             JoinInner::Os(h) => h.join().map_err(JoinError::Panic),
             JoinInner::Fiber(st) => {
                 if !st.done.load(Acquire) {
-                    if in_fiber_of(&st.shared) {
+                    if in_fiber_of(st.shared()) {
                         st.gate.acquire();
                     } else {
                         st.outside.fetch_add(1, SeqCst);
                         let mut g = st.lock.lock();
                         while !st.done.load(SeqCst) {
-                            if st.shared.deadlock.load(SeqCst) {
+                            if st.shared().deadlock.load(SeqCst) {
                                 return Err(JoinError::Deadlock);
                             }
                             st.cv.wait_for(&mut g, Duration::from_millis(20));

@@ -141,3 +141,119 @@ fn a_main_thread_can_set_what_fibers_wait_for() {
         assert_eq!(s, (0..50).sum::<i32>(), "{arch}");
     }
 }
+
+/// A sleeping fiber wakes on time even when the ready queue never empties: the ST looks at
+/// its timers every few dozen fibers, not only when it idles.
+#[test]
+fn sleeper_wakes_while_other_fibers_keep_yielding() {
+    for arch in [Arch::A1, Arch::A2] {
+        let mut c = Config::new(arch);
+        c.workers = 1;
+        let rt = Runtime::new(c).unwrap();
+        let woke = Arc::new(AtomicUsize::new(0));
+        let w = woke.clone();
+        let sleeper = rt.spawn(move || {
+            sleep(Duration::from_millis(5));
+            w.store(1, SeqCst);
+        });
+        let spinners: Vec<_> = (0..3)
+            .map(|_| {
+                let w = woke.clone();
+                rt.spawn(move || {
+                    let t0 = Instant::now();
+                    while w.load(SeqCst) == 0 && t0.elapsed() < Duration::from_secs(5) {
+                        yield_now();
+                    }
+                    t0.elapsed()
+                })
+            })
+            .collect();
+        sleeper.join().unwrap();
+        for s in spinners {
+            let waited = s.join().unwrap();
+            assert!(
+                waited < Duration::from_secs(2),
+                "{arch}: the sleeper woke only after {waited:?}"
+            );
+        }
+    }
+}
+
+/// Two fibers that wake each other hand over through the ST's "run next" slot; a third
+/// ready fiber still gets its turn while they go on.
+#[test]
+fn a_ping_pong_pair_does_not_starve_the_ready_queue() {
+    let mut c = Config::new(Arch::A2);
+    c.workers = 1;
+    let rt = Runtime::new(c).unwrap();
+    let h = rt.handle();
+    let ping = Arc::new(Event::new(h, EventKind::AutoReset, false));
+    let pong = Arc::new(Event::new(h, EventKind::AutoReset, false));
+    let done = Arc::new(AtomicUsize::new(0));
+    let turns = Arc::new(AtomicUsize::new(0));
+    let (d, t) = (done.clone(), turns.clone());
+    let bystander = rt.spawn(move || {
+        while d.load(SeqCst) == 0 {
+            t.fetch_add(1, SeqCst);
+            yield_now();
+        }
+    });
+    let (a, b) = (ping.clone(), pong.clone());
+    let echo = rt.spawn(move || {
+        for _ in 0..20_000 {
+            a.wait();
+            b.set();
+        }
+    });
+    let t2 = turns.clone();
+    let driver = rt.spawn(move || {
+        for _ in 0..20_000 {
+            ping.set();
+            pong.wait();
+        }
+        t2.load(SeqCst)
+    });
+    let seen = driver.join().unwrap();
+    echo.join().unwrap();
+    done.store(1, SeqCst);
+    bystander.join().unwrap();
+    // 40,000 hand-overs with one queue turn per 32 slot runs: hundreds of turns.
+    assert!(seen >= 100, "the bystander ran only {seen} times");
+}
+
+/// A fiber spawned with `spawn_on` runs on its scheduler thread only, across yields, blocks
+/// and wake-ups from the other scheduler thread.
+#[test]
+fn spawn_on_keeps_a_fiber_on_its_scheduler_thread() {
+    for arch in [Arch::A1, Arch::A2] {
+        let rt = rt(arch);
+        let h = rt.handle();
+        let ev = Arc::new(Event::new(h, EventKind::AutoReset, false));
+        let back = Arc::new(Event::new(h, EventKind::AutoReset, false));
+        let (e, b) = (ev.clone(), back.clone());
+        let bound = h.spawn_on(1, move || {
+            let mut seen = Vec::new();
+            for _ in 0..200 {
+                seen.push(schedkit_runtime::current_worker());
+                yield_now();
+                e.wait();
+                seen.push(schedkit_runtime::current_worker());
+                b.set();
+            }
+            seen
+        });
+        let setter = h.spawn_on(0, move || {
+            for _ in 0..200 {
+                ev.set();
+                back.wait();
+            }
+            schedkit_runtime::current_worker()
+        });
+        assert_eq!(setter.join().unwrap(), Some(0), "{arch}");
+        let seen = bound.join().unwrap();
+        assert!(
+            seen.iter().all(|w| *w == Some(1)),
+            "{arch}: ran on {seen:?}"
+        );
+    }
+}

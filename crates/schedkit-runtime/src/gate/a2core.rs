@@ -190,6 +190,20 @@ impl<T: Linked> A2Core<T> {
     /// (all of them for a manual-reset event). Any thread may call it.
     pub fn release(&self, n: u32, wake: &mut dyn FnMut(*mut T)) {
         let mut s = self.state.load(Acquire);
+        // Hand-over fast path (consuming primitives): no permits and fibers waiting, the usual
+        // case of a set that wakes a blocked fiber. Enter with the permits *in hand* instead
+        // of in the word, give them straight to the oldest waiters, and publish only what is
+        // left: one compare-and-swap less than "add permits, then take one per waiter". While
+        // we hold `busy` with permits in hand the word says `permits == 0`, so a joiner that
+        // comes meanwhile pushes itself; the permits we publish afterwards go through `leave`,
+        // which drains for it.
+        if !self.manual && n > 0 && permits(s) == 0 && !self.head.load(Acquire).is_null() {
+            if let Ok(entered) = self.state.compare_exchange(s, s + BUSY, AcqRel, Acquire) {
+                self.hand_over(entered + BUSY, n.min(self.cap), wake);
+                return;
+            }
+            s = self.state.load(Acquire);
+        }
         loop {
             let p = permits(s).saturating_add(n).min(self.cap) as u64;
             let next = ((s & !PERMITS) + BUSY) | p;
@@ -199,6 +213,69 @@ impl<T: Linked> A2Core<T> {
             }
         }
         self.leave(wake);
+    }
+
+    /// The caller holds `busy` (the word was `entered` when it did) and `n` permits that are
+    /// not in the word: wakes up to `n` of the oldest waiters, publishes the rest, leaves.
+    fn hand_over(&self, entered: u64, n: u32, wake: &mut dyn FnMut(*mut T)) {
+        let mut left = n;
+        let mut cur = self.take_all_fifo();
+        while left > 0 && !cur.is_null() {
+            // SAFETY: taken nodes are valid and now ours.
+            let next = unsafe { (*cur).link().get() };
+            unsafe { (*cur).link().set(ptr::null_mut()) };
+            wake(cur);
+            left -= 1;
+            cur = next;
+        }
+        if !cur.is_null() {
+            self.push_back(cur);
+        }
+        if left > 0 {
+            // Nobody (left) to hand them to: publish them, still holding `busy`, so that
+            // `leave` sees them together with any fiber pushed meanwhile.
+            let mut s = entered;
+            loop {
+                let p = permits(s).saturating_add(left).min(self.cap) as u64;
+                match self
+                    .state
+                    .compare_exchange_weak(s, (s & !PERMITS) | p, AcqRel, Acquire)
+                {
+                    Ok(_) => break,
+                    Err(x) => s = x,
+                }
+            }
+        }
+        self.leave(wake);
+    }
+
+    /// Takes the whole list and returns it oldest first.
+    fn take_all_fifo(&self) -> *mut T {
+        let mut cur = self.head.swap(ptr::null_mut(), AcqRel);
+        // Reverse the stack so the oldest waiter comes first.
+        let mut fifo: *mut T = ptr::null_mut();
+        while !cur.is_null() {
+            // SAFETY: listed nodes are valid and owned by the core.
+            let next = unsafe { (*cur).link().get() };
+            unsafe { (*cur).link().set(fifo) };
+            fifo = cur;
+            cur = next;
+        }
+        fifo
+    }
+
+    /// Puts a chain that starts at `first` back on the list.
+    fn push_back(&self, first: *mut T) {
+        let mut last = first;
+        loop {
+            // SAFETY: the chain's nodes are ours until the push publishes them.
+            let next = unsafe { (*last).link().get() };
+            if next.is_null() {
+                break;
+            }
+            last = next;
+        }
+        self.push_chain(first, last);
     }
 
     /// Clears the permits (resets a manual-reset event). Fibers already woken stay woken.
@@ -238,21 +315,7 @@ impl<T: Linked> A2Core<T> {
 
     /// SETTING: wakes blocked fibers while permits last. The caller holds `busy`.
     fn drain(&self, wake: &mut dyn FnMut(*mut T)) {
-        let taken = self.head.swap(ptr::null_mut(), AcqRel);
-        if taken.is_null() {
-            return;
-        }
-        // Reverse the stack so the oldest waiter comes first.
-        let mut fifo: *mut T = ptr::null_mut();
-        let mut cur = taken;
-        while !cur.is_null() {
-            // SAFETY: listed nodes are valid and owned by the core.
-            let next = unsafe { (*cur).link().get() };
-            unsafe { (*cur).link().set(fifo) };
-            fifo = cur;
-            cur = next;
-        }
-        let mut cur = fifo;
+        let mut cur = self.take_all_fifo();
         while !cur.is_null() {
             if !self.manual && !self.take_permit() {
                 break;
@@ -267,16 +330,8 @@ impl<T: Linked> A2Core<T> {
             cur = next;
         }
         if !cur.is_null() {
-            // Out of permits: put the rest back (`cur` .. its last node).
-            let mut last = cur;
-            loop {
-                let next = unsafe { (*last).link().get() };
-                if next.is_null() {
-                    break;
-                }
-                last = next;
-            }
-            self.push_chain(cur, last);
+            // Out of permits: put the rest back.
+            self.push_back(cur);
         }
     }
 

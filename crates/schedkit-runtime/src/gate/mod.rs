@@ -59,18 +59,31 @@ fn outside_wait(mut try_acquire: impl FnMut() -> bool) {
 
 impl Gate {
     pub(crate) fn new(rt: &Handle, initial: u32, cap: u32, manual: bool) -> Gate {
-        match rt.arch() {
+        Gate::new_in(&rt.shared, initial, cap, manual)
+    }
+
+    pub(crate) fn new_in(shared: &Arc<Shared>, initial: u32, cap: u32, manual: bool) -> Gate {
+        match shared.cfg.arch {
             Arch::A0 => Gate::A0(A0Gate {
                 permits: parking_lot::Mutex::new(initial),
                 cv: parking_lot::Condvar::new(),
                 cap,
                 manual,
             }),
-            Arch::A1 => Gate::A1(A1Gate::new(rt.shared.clone(), initial, cap, manual)),
+            Arch::A1 => Gate::A1(A1Gate::new(shared.clone(), initial, cap, manual)),
             Arch::A2 => Gate::A2(A2Gate {
                 core: A2Core::new(initial, cap, manual),
-                shared: rt.shared.clone(),
+                shared: shared.clone(),
             }),
+        }
+    }
+
+    /// The runtime of an A1/A2 gate (A0 gates belong to no scheduler).
+    pub(crate) fn runtime(&self) -> Option<&Arc<Shared>> {
+        match self {
+            Gate::A0(_) => None,
+            Gate::A1(g) => Some(&g.shared),
+            Gate::A2(g) => Some(&g.shared),
         }
     }
 
