@@ -260,3 +260,29 @@ fn ws_is_fifo_without_priorities_or_preemption() {
     s.stopped(1);
     assert_eq!(pick(&mut s, 1), Some(("a1", Origin::Stolen)));
 }
+
+#[test]
+fn an_awake_core_with_local_threads_is_not_free_for_an_earlier_release() {
+    let mut s = S::new(Mode::Paws, 2, 1);
+    release(&mut s, "bg", 50);
+    release(&mut s, "other", 60);
+    assert_eq!(pick(&mut s, 0).unwrap().0, "bg");
+    assert_eq!(pick(&mut s, 1).unwrap().0, "other");
+    spawn(&mut s, 0, 50, &["t1", "t2"]);
+    // bg waits for its region: core 0 is awake, runs nothing yet, but has local threads.
+    s.stopped(0);
+    // A short job must not wait in the global queue behind them (rule C would run t2 first):
+    // the core with the latest effective deadline (core 1: 60) gets it.
+    assert_eq!(release(&mut s, "short", 5), Notify::Preempt(1));
+    // Against core 0's best local deadline (50) when that is the latest.
+    let mut s = S::new(Mode::Paws, 2, 1);
+    release(&mut s, "bg", 50);
+    release(&mut s, "other", 20);
+    pick(&mut s, 0);
+    pick(&mut s, 1);
+    spawn(&mut s, 0, 50, &["t1", "t2"]);
+    s.stopped(0);
+    assert_eq!(release(&mut s, "short", 5), Notify::Nothing);
+    assert_eq!(pick(&mut s, 0), Some(("short", Origin::Global)));
+    assert!(s.global_seqs().is_empty());
+}

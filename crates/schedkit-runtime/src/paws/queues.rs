@@ -18,9 +18,10 @@
 //!
 //! # Decisions
 //! - `ready` (a release, or a job whose parallel region completed): an idle core gets it; else
-//!   if some awake core has nothing yet, it goes to the global queue (that core picks it by
-//!   rule D); else (Paws, Gedf) the core whose running or pending entry has the latest deadline
-//!   is preempted if that deadline is later than the job's; else the global queue.
+//!   if some awake core has nothing yet (nothing running, pending or local), it goes to the
+//!   global queue (that core picks it by rule D); else (Paws, Gedf) the core whose pending,
+//!   running or next local entry has the latest deadline gets it if that deadline is later
+//!   than the job's (preempting its running entry, if any); else the global queue.
 //! - `pick`: pending first; then rule C (bottom of the highest-priority local deque), rule D
 //!   (head of the global queue), rule E (top of the highest-priority deque of a random core that
 //!   has local work; "busy" read as "has threads to steal", so a thief never picks a victim with
@@ -190,21 +191,28 @@ impl<U> Sched<U> {
             core.pending = Some(it);
             return Notify::Wake(c);
         }
-        let free = self
-            .cores
-            .iter()
-            .any(|c| c.running.is_none() && c.pending.is_none());
+        // An awake core with nothing to run and nothing local takes the job from the global
+        // queue (rule D) when it picks. An awake core with local threads is not free: rule C
+        // makes it run its best local thread first, so it counts as running that deadline
+        // (else a released job could wait behind a later-deadline thread with nobody
+        // preempting it).
+        let free = self.cores.iter().any(|c| {
+            c.running.is_none()
+                && c.pending.is_none()
+                && (c.local.is_empty() || self.mode == Mode::Ws)
+        });
         if self.mode == Mode::Ws || free {
             self.push_global(it);
             return Notify::Nothing;
         }
-        // The core whose entry (pending, else running) has the latest deadline; ties: the
-        // lowest index, so scripted scenarios are deterministic.
+        // The core whose entry (pending, else running, else best local) has the latest
+        // deadline; ties: the lowest index, so scripted scenarios are deterministic.
         let eff = |c: &Core<U>| {
             c.pending
                 .as_ref()
                 .map(|p| p.deadline)
                 .or(c.running.map(|r| r.deadline))
+                .or(c.local.keys().next().copied())
                 .unwrap_or(0)
         };
         let (mut target, mut latest) = (0, eff(&self.cores[0]));
