@@ -7,8 +7,11 @@
 //! until all of them finished their part (a condition variable: the join). Every thread is
 //! SCHED_DEADLINE with the task's relative deadline and period, and a runtime (budget) equal
 //! to its own work per job: the master the sum of the sequential regions, worker `k` the sum
-//! over parallel regions of thread `k`'s time, each plus a margin ([`DeadlineOptions`]) so
-//! that the loop's own overhead does not get it throttled. The kernel's admission control
+//! over parallel regions of thread `k`'s time, each plus a margin ([`DeadlineOptions`]: 5 %
+//! and 100 us) so that the loop's own overhead and tick-granular budget accounting do not get
+//! it throttled (with 2 % and 50 us a light set already lost a job to throttling here). Where
+//! the margins would push the set over the bandwidth the kernel admits, the margin shrinks
+//! until it fits ([`fit_margin`]); the margin used is reported. The kernel's admission control
 //! (sum of runtime / period at most `sched_rt_runtime_us / sched_rt_period_us` per CPU)
 //! may refuse a set: that is reported as [`crate::Error::Input`] naming the task, never
 //! worked around. Seed 001 disabled SCHED_DEADLINE's bandwidth enforcement for its
@@ -100,6 +103,8 @@ pub struct TaskSetRun {
     pub end_ns: u64,
     pub jobs: Vec<JobRecord>,
     pub tasks: Vec<TaskTotals>,
+    /// The budget margin used ([`fit_margin`] may lower the requested one).
+    pub runtime_margin: f64,
 }
 
 /// Runs NOP-loop work until the calling thread's CPU time grew by `ns`.
@@ -226,6 +231,7 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
         )));
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let opts = &fit_margin(tasks, opts, admissible_bandwidth(cores));
     let latch = Arc::new(Latch {
         go: Mutex::new(None),
         cv: Condvar::new(),
@@ -377,7 +383,9 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
                     "SCHED_DEADLINE admission control refused {label}: the set's total \
                      bandwidth (sum of runtime / period = {:.3} with the budget margin) exceeds \
                      what the kernel admits ({} CPUs x sched_rt_runtime_us / \
-                     sched_rt_period_us); run fewer or lighter tasks",
+                     sched_rt_period_us, less what it reserves for its own deadline servers: \
+                     the fair server takes 5 % per CPU on Linux 6.8 and later); run fewer or \
+                     lighter tasks",
                     bandwidth(tasks, opts),
                     cores
                 )),
@@ -408,6 +416,7 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
     latch.open(failure.is_none());
     let mut out = TaskSetRun {
         cores,
+        runtime_margin: opts.runtime_margin,
         window_ns: window,
         tasks: vec![TaskTotals::default(); tasks.len()],
         ..TaskSetRun::default()
@@ -439,6 +448,46 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
     out.jobs.sort_by_key(|j| (j.release_ns, j.task, j.job));
     out.end_ns = out.jobs.iter().map(|j| j.finish_ns).max().unwrap_or(0);
     Ok(out)
+}
+
+/// Share of the machine's CPU time the kernel admits for SCHED_DEADLINE threads:
+/// `sched_rt_runtime_us / sched_rt_period_us` per CPU, less the fair server's reservation
+/// (50 ms per second per CPU by default since Linux 6.8; its debugfs knob is seldom mounted,
+/// so the default is assumed there).
+pub fn admissible_bandwidth(cores: usize) -> f64 {
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+    };
+    let rt = match (read("sched_rt_runtime_us"), read("sched_rt_period_us")) {
+        (Some(r), Some(p)) if r >= 0.0 && p > 0.0 => r / p,
+        _ => 1.0,
+    };
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut v = release
+        .split(['.', '-'])
+        .map(|x| x.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+    let fair_server = if (major, minor) >= (6, 8) { 0.05 } else { 0.0 };
+    cores as f64 * (rt - fair_server)
+}
+
+/// `opts` with the budget margin lowered, if needed, so that the set's total bandwidth stays
+/// within 99.5 % of `admissible` (never below no margin at all: a set whose bare work does
+/// not fit is left to the kernel to refuse).
+pub fn fit_margin(tasks: &[Task], opts: &DeadlineOptions, admissible: f64) -> DeadlineOptions {
+    let mut o = opts.clone();
+    if bandwidth(tasks, &o) <= 0.995 * admissible {
+        return o;
+    }
+    o.runtime_margin = 0.0;
+    let bare = bandwidth(tasks, &o);
+    let u: f64 = tasks.iter().map(|t| t.utilisation()).sum();
+    if u > 0.0 {
+        o.runtime_margin = ((0.995 * admissible - bare) / u).clamp(0.0, opts.runtime_margin);
+    }
+    o
 }
 
 /// Total requested bandwidth of `tasks` under `opts`' budgets.
@@ -510,6 +559,24 @@ mod tests {
             (bw - (0.13 * 1.05 + 4.0 * 0.0001 / 0.1)).abs() < 1e-9,
             "{bw}"
         );
+    }
+
+    #[test]
+    fn the_margin_shrinks_to_fit_the_admissible_bandwidth() {
+        let ms = Nanos::from_ms;
+        let tasks: Vec<Task> = (0..4)
+            .map(|i| task(&format!("t{i}"), 100, vec![Region::Seq(ms(42))]))
+            .collect();
+        let opts = DeadlineOptions::default();
+        // 1.68 of work: with 5 % and 100 us per thread it would be 1.768.
+        assert!((bandwidth(&tasks, &opts) - 1.768).abs() < 1e-6);
+        let fit = fit_margin(&tasks, &opts, 1.75);
+        assert!(bandwidth(&tasks, &fit) <= 0.995 * 1.75 + 1e-6);
+        assert!(fit.runtime_margin > 0.0 && fit.runtime_margin < 0.05);
+        // Room enough: unchanged.
+        assert_eq!(fit_margin(&tasks, &opts, 2.0).runtime_margin, 0.05);
+        // The bare work does not fit: no margin, the kernel will refuse.
+        assert_eq!(fit_margin(&tasks, &opts, 1.5).runtime_margin, 0.0);
     }
 
     #[test]

@@ -368,7 +368,7 @@ pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
     if a.windows != WindowSet::Scaled {
         for &(lo, hi) in &WINDOWS {
             windows.push(Window {
-                label: format!("U {lo:.2}-{hi:.2}"),
+                label: format!("{lo:.2}-{hi:.2}"),
                 lo,
                 hi,
                 scaled: false,
@@ -378,7 +378,7 @@ pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
     if a.windows != WindowSet::Paper && !(m == 1 && a.windows == WindowSet::Both) {
         for &(lo, hi) in &WINDOWS {
             windows.push(Window {
-                label: format!("U {:.2}-{:.2} (x{m})", lo * m as f64, hi * m as f64),
+                label: format!("{:.2}-{:.2} ({m}x)", lo * m as f64, hi * m as f64),
                 lo: lo * m as f64,
                 hi: hi * m as f64,
                 scaled: true,
@@ -434,7 +434,22 @@ pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
             for (e, &(engine, policy)) in engines.iter().enumerate() {
                 bar.set_message(format!("{} · set {seed} · {engine} {policy}", win.label));
                 let o = if engine == "real" {
-                    real_outcome(tasks, policy, &ropts(*seed))?
+                    match real_outcome(tasks, policy, &ropts(*seed)) {
+                        Ok(o) => o,
+                        // The kernel's admission control refused the set (its bandwidth with
+                        // the budget margins is over what it admits): the run is reported as
+                        // rejected, like a set P-EDF cannot partition.
+                        Err(f)
+                            if f.status == EXIT_BAD_INPUT
+                                && policy == PolicyName::SchedDeadline =>
+                        {
+                            Outcome {
+                                rejected: Some(f.message),
+                                ..Outcome::default()
+                            }
+                        }
+                        Err(f) => return Err(f),
+                    }
                 } else {
                     sim_run(tasks, m, policy, horizon, *seed)
                 };
@@ -463,79 +478,42 @@ pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
     }
     bar.finish_and_clear();
 
-    // Tables.
+    // Tables: one row per window, one column per engine and policy.
     let names: Vec<String> = engines.iter().map(|(e, p)| format!("{e} {p}")).collect();
-    let mut header: Vec<String> = vec!["task sets with misses".into()];
-    header.extend(windows.iter().map(|w| w.label.clone()));
-    let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
-    let mut t1 = table(&hdr);
-    for (e, n) in names.iter().enumerate() {
-        let mut r = vec![n.clone()];
-        r.extend((0..windows.len()).map(|w| cells[w][e].table1()));
-        t1.add_row(r);
-    }
-    let mut r = vec!["G-EDF bound holds (sets)".to_string()];
-    r.extend((0..windows.len()).map(|w| format!("{}/{sets}", bound[w])));
-    t1.add_row(r);
-
-    let metric_table = |title: &str, f: &dyn Fn(&Cell) -> String| {
-        let mut h: Vec<String> = vec![title.to_string()];
-        h.extend(windows.iter().map(|w| w.label.clone()));
-        let hr: Vec<&str> = h.iter().map(String::as_str).collect();
-        let mut t = table(&hr);
-        for (e, n) in names.iter().enumerate() {
-            let mut r = vec![n.clone()];
-            r.extend((0..windows.len()).map(|w| f(&cells[w][e])));
+    let is_pool = |e: usize| engines[e].0 == "real" && engines[e].1 != PolicyName::SchedDeadline;
+    let grid = |corner: &str, extra: Option<&str>, f: &dyn Fn(usize, &Cell) -> String| {
+        let mut h: Vec<&str> = vec![corner];
+        h.extend(names.iter().map(String::as_str));
+        h.extend(extra);
+        let mut t = table(&h);
+        for (w, win) in windows.iter().enumerate() {
+            let mut r = vec![win.label.clone()];
+            r.extend((0..engines.len()).map(|e| f(e, &cells[w][e])));
+            if extra.is_some() {
+                r.push(format!("{}/{sets}", bound[w]));
+            }
             t.add_row(r);
         }
         t
     };
-    let split = |total: &[u64], kernel: &[u64], pool: bool| {
-        if pool {
+    let t1 = grid("window (total U)", Some("G-EDF bound holds"), &|_, c| {
+        c.table1()
+    });
+    let split = |e: usize, total: &[u64], kernel: &[u64]| {
+        if is_pool(e) {
             format!("{:.0} ({:.0} k)", mean(total), mean(kernel))
         } else {
             format!("{:.0}", mean(total))
         }
     };
-    let is_pool = |e: usize| engines[e].0 == "real" && engines[e].1 != PolicyName::SchedDeadline;
-    let t2 = {
-        let mut h: Vec<String> = vec!["avg migrations per set".to_string()];
-        h.extend(windows.iter().map(|w| w.label.clone()));
-        let hr: Vec<&str> = h.iter().map(String::as_str).collect();
-        let mut t = table(&hr);
-        for (e, n) in names.iter().enumerate() {
-            let mut r = vec![n.clone()];
-            r.extend((0..windows.len()).map(|w| {
-                split(
-                    &cells[w][e].migrations,
-                    &cells[w][e].kernel_migrations,
-                    is_pool(e),
-                )
-            }));
-            t.add_row(r);
-        }
-        t
-    };
-    let t3 = {
-        let mut h: Vec<String> = vec!["avg context switches per set".to_string()];
-        h.extend(windows.iter().map(|w| w.label.clone()));
-        let hr: Vec<&str> = h.iter().map(String::as_str).collect();
-        let mut t = table(&hr);
-        for (e, n) in names.iter().enumerate() {
-            let mut r = vec![n.clone()];
-            r.extend((0..windows.len()).map(|w| {
-                split(
-                    &cells[w][e].switches,
-                    &cells[w][e].kernel_switches,
-                    is_pool(e),
-                )
-            }));
-            t.add_row(r);
-        }
-        t
-    };
-    let ms = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{:.2}", v as f64 / 1e6));
-    let t4 = metric_table("response p50 / p99 / max ms", &|c| {
+    let t2 = grid("window (total U)", None, &|e, c| {
+        split(e, &c.migrations, &c.kernel_migrations)
+    });
+    let t3 = grid("window (total U)", None, &|e, c| {
+        split(e, &c.switches, &c.kernel_switches)
+    });
+    let ms = |v: Option<u64>| v.map_or("-".to_string(), |v| format!("{:.1}", v as f64 / 1e6));
+    let t4 = grid("window (total U)", None, &|_, c| {
         format!(
             "{} / {} / {}",
             ms(percentile(&c.responses, 50.0)),
@@ -543,7 +521,7 @@ pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
             ms(percentile(&c.responses, 100.0))
         )
     });
-    let t5 = metric_table("avg steals per set", &|c| {
+    let t5 = grid("window (total U)", None, &|_, c| {
         if c.steals.is_empty() {
             "-".into()
         } else {
@@ -638,8 +616,8 @@ pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
              alone in parentheses)\n{t2}\n"
         );
         println!("Fig. 3: average context switches per task set (same convention)\n{t3}\n");
-        println!("Response times over all jobs\n{t4}\n");
-        println!("{t5}\n");
+        println!("Response time over all jobs, p50 / p99 / max (ms)\n{t4}\n");
+        println!("Average steals per task set\n{t5}\n");
         for c in (0..engines.len()).filter(|&e| is_pool(e)) {
             let lat: Vec<u64> = cells.iter().flat_map(|w| w[c].latency.clone()).collect();
             if let (Some(p50), Some(p99)) = (percentile(&lat, 50.0), percentile(&lat, 99.0)) {
