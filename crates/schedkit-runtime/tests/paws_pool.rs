@@ -135,4 +135,25 @@ fn plain_join_computes_on_the_pool() {
     }
     // Outside a pool: sequential.
     assert_eq!(fib(10), 55);
+    // Plain scope: irregular, borrowing, all spawned closures done at the end.
+    let pool = RtPool::new(RtConfig::quiet(Mode::Paws, 2)).unwrap();
+    let data: Vec<u64> = (0..1000).collect();
+    let total = AtomicU64::new(0);
+    pool.scope(|s| {
+        for chunk in data.chunks(37) {
+            let total = &total;
+            s.spawn(move || {
+                total.fetch_add(chunk.iter().sum::<u64>(), Relaxed);
+            });
+        }
+    });
+    assert_eq!(total.load(Relaxed), 499_500);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.scope(|s| s.spawn(|| panic!("boom")))
+    }));
+    assert!(
+        r.is_err(),
+        "a panic in a spawned closure reaches the scope's caller"
+    );
+    assert_eq!(pool.install(|| fib(15)), 610, "the pool survives it");
 }

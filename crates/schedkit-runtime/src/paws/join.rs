@@ -288,6 +288,93 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> bool {
     true
 }
 
+/// A plain fork-join scope (see [`scope`]): spawned closures may borrow from `'env`.
+pub struct Scope<'env> {
+    pending: AtomicUsize,
+    panic: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    _env: std::marker::PhantomData<&'env mut &'env ()>,
+}
+
+/// A closure of a [`Scope`], boxed: a scope spawns any number of them.
+struct HeapJob<F> {
+    f: F,
+    scope: *const Scope<'static>,
+}
+
+impl<F: FnOnce()> HeapJob<F> {
+    unsafe fn execute(p: *const ()) {
+        let job = Box::from_raw(p as *mut Self);
+        let scope = &*job.scope;
+        let f = job.f;
+        if let Err(e) = std::panic::catch_unwind(AssertUnwindSafe(f)) {
+            scope.panic.lock().get_or_insert(e);
+        }
+        // Last touch of the scope: it may return as soon as this reaches 0.
+        scope.pending.fetch_sub(1, Release);
+    }
+}
+
+impl<'env> Scope<'env> {
+    /// Runs `f` on the pool, possibly in parallel with the rest of the scope (at once when the
+    /// caller is not a pool worker).
+    pub fn spawn<F: FnOnce() + Send + 'env>(&self, f: F) {
+        let c = ctx();
+        if c.is_null() {
+            f();
+            return;
+        }
+        // SAFETY: our own worker context.
+        let c = unsafe { &*c };
+        self.pending.fetch_add(1, Relaxed);
+        let job = Box::new(HeapJob {
+            f,
+            scope: self as *const Scope<'env> as *const Scope<'static>,
+        });
+        c.deque.push(JobRef {
+            ptr: Box::into_raw(job) as *const (),
+            exec: HeapJob::<F>::execute,
+            deadline: c.deadline.get(),
+        });
+        // SAFETY: the Shared outlives its workers.
+        let sh = unsafe { &*c.shared };
+        if sh.plain.sleeping.load(SeqCst) > 0 {
+            wake_one(sh);
+        }
+    }
+}
+
+/// An irregular plain fork-join region: `f` spawns any number of closures with
+/// [`Scope::spawn`]; returns when `f` and all of them finished, running pool work meanwhile.
+/// The first panic among them is propagated.
+pub fn scope<'env, R>(f: impl FnOnce(&Scope<'env>) -> R) -> R {
+    let s = Scope {
+        pending: AtomicUsize::new(0),
+        panic: Mutex::new(None),
+        _env: std::marker::PhantomData,
+    };
+    let r = std::panic::catch_unwind(AssertUnwindSafe(|| f(&s)));
+    let c = ctx();
+    if !c.is_null() {
+        // SAFETY: our own worker context.
+        let c = unsafe { &*c };
+        let plain = unsafe { &(*c.shared).plain };
+        while s.pending.load(Acquire) > 0 {
+            if let Some(j) = c.deque.pop() {
+                unsafe { (j.exec)(j.ptr) };
+            } else if !steal_one(c, plain) {
+                std::hint::spin_loop();
+            }
+        }
+    }
+    if let Some(p) = s.panic.lock().take() {
+        std::panic::resume_unwind(p);
+    }
+    match r {
+        Ok(v) => v,
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
 /// A closure sent to the pool from outside; its caller sleeps on `gate` until it is done.
 struct InstallJob<F, R> {
     f: UnsafeCell<Option<F>>,

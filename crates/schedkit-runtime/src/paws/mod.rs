@@ -31,8 +31,9 @@
 //!   pushes its threads to the local deque of its core (rule B) and suspends until they all
 //!   finished; the last thread to finish makes the job ready again (global queue, or a direct
 //!   hand-over to an idle or preempted core, like a release).
-//! - [`RtPool::join`] / [`RtPool::install`] are a plain, non-real-time fork-join API on the same
-//!   workers (see `join.rs`): no fibers, Rayon's scheme.
+//! - [`RtPool::join`] / [`RtPool::scope`] / [`RtPool::install`] (and [`join`] / [`scope`]
+//!   inside) are a plain, non-real-time fork-join API on the same workers (see `join.rs`): no
+//!   fibers, Rayon's scheme.
 //!
 //! Statistics: [`RtReport`] (per job, per task, kernel counters of the workers, preemption
 //! latencies). Design notes and measurements: `docs/paws.md`.
@@ -446,6 +447,15 @@ impl RtPool {
         self.install(move || join(a, b))
     }
 
+    /// Plain irregular fork-join (not real-time): [`scope`] on the pool's workers.
+    pub fn scope<'env, F, R>(&self, f: F) -> R
+    where
+        F: FnOnce(&Scope<'env>) -> R + Send,
+        R: Send,
+    {
+        self.install(move || scope(f))
+    }
+
     /// Runs `f` on a worker of the pool and waits for it; inside, [`join`] forks on the pool.
     pub fn install<F: FnOnce() -> R + Send, R: Send>(&self, f: F) -> R {
         join::install(&self.shared, f)
@@ -460,7 +470,7 @@ impl Drop for RtPool {
     }
 }
 
-pub use join::join;
+pub use join::{join, scope, Scope};
 
 /// A preemption point: if the dispatcher asked the core running this job or thread to stop it
 /// (an earlier-deadline job was released), the fiber is suspended here and put back by rules
