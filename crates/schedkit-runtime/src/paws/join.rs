@@ -298,13 +298,14 @@ pub struct Scope<'env> {
 /// A closure of a [`Scope`], boxed: a scope spawns any number of them.
 struct HeapJob<F> {
     f: F,
-    scope: *const Scope<'static>,
+    /// The `Scope` (lifetime erased: it waits for this job before it goes away).
+    scope: *const (),
 }
 
 impl<F: FnOnce()> HeapJob<F> {
     unsafe fn execute(p: *const ()) {
         let job = Box::from_raw(p as *mut Self);
-        let scope = &*job.scope;
+        let scope = &*(job.scope as *const Scope<'static>);
         let f = job.f;
         if let Err(e) = std::panic::catch_unwind(AssertUnwindSafe(f)) {
             scope.panic.lock().get_or_insert(e);
@@ -328,7 +329,7 @@ impl<'env> Scope<'env> {
         self.pending.fetch_add(1, Relaxed);
         let job = Box::new(HeapJob {
             f,
-            scope: self as *const Scope<'env> as *const Scope<'static>,
+            scope: self as *const Scope<'env> as *const (),
         });
         c.deque.push(JobRef {
             ptr: Box::into_raw(job) as *const (),
