@@ -1719,15 +1719,20 @@ impl FairRun {
                     if self.sched_journaled.insert(tr.tid) {
                         // First change of this thread: its original class and nice go into
                         // the journal before anything changes.
-                        match journal.set_sched(tr.pid, tr.tid, Policy::Other { nice }) {
-                            Ok(()) => {}
-                            Err(e) => {
+                        if let Err(e) = journal.set_sched(tr.pid, tr.tid, Policy::Other { nice }) {
+                            // A thread that ended since the sample is not worth a warning.
+                            if matches!(e, Error::Privilege(_))
+                                || matches!(e.errno(), Some(libc::EPERM | libc::EACCES))
+                            {
                                 self.warn_nice(warnings, &e.to_string());
-                                continue;
                             }
+                            self.sched_journaled.remove(&tr.tid);
+                            continue;
                         }
                     } else if let Err(e) = set_nice(tr.tid, nice) {
-                        self.warn_nice(warnings, &e.to_string());
+                        if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
+                            self.warn_nice(warnings, &e.to_string());
+                        }
                         continue;
                     }
                     self.nice.insert(tr.tid, nice);
