@@ -51,23 +51,29 @@ fn an_earlier_deadline_preempts_the_latest_running_job_on_one_core() {
     let order = Arc::new(Mutex::new(Vec::new()));
     let o = order.clone();
     let started = Arc::new(AtomicUsize::new(0));
-    let s = started.clone();
-    // A long job with a late deadline...
-    pool.submit(ms(1000), move |job| {
+    let submitted = Arc::new(AtomicUsize::new(0));
+    let (s, sub) = (started.clone(), submitted.clone());
+    // A job with a late deadline runs until the short one has been submitted (however long
+    // the test thread takes to get there on a loaded machine), then a little more...
+    pool.submit(ms(10_000), move |job| {
         o.lock().unwrap().push("long:start");
         s.store(1, SeqCst);
-        job.work(ms(40));
+        while sub.load(SeqCst) == 0 {
+            paws::spin(10_000);
+        }
+        job.work(ms(2));
         o.lock().unwrap().push("long:end");
     });
     while started.load(SeqCst) == 0 {
         std::thread::yield_now();
     }
-    // ...is preempted by a short one with an earlier deadline.
+    // ...and is preempted by a short one with an earlier deadline at a preemption point.
     let o = order.clone();
-    pool.submit(ms(20), move |job| {
+    pool.submit(ms(5_000), move |job| {
         o.lock().unwrap().push("short");
         job.work(ms(1));
     });
+    submitted.store(1, SeqCst);
     let r = pool.stop();
     assert_eq!(
         *order.lock().unwrap(),
@@ -77,7 +83,7 @@ fn an_earlier_deadline_preempts_the_latest_running_job_on_one_core() {
     let long = r
         .jobs
         .iter()
-        .find(|j| j.deadline - j.release == 1_000_000_000)
+        .find(|j| j.deadline - j.release == 10_000_000_000)
         .unwrap();
     assert_eq!(long.preemptions, 1);
     assert!(r.jobs.iter().all(|j| !j.missed()));
