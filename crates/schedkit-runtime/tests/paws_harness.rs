@@ -38,7 +38,7 @@ fn a_light_task_set_meets_every_deadline_in_every_mode() {
     let opts = HarnessOpts {
         workers: Some(2),
         fifo_priority: Some(20),
-        perf: false,
+        perf: true,
         ..HarnessOpts::default()
     };
     for mode in Mode::ALL {
@@ -75,5 +75,17 @@ fn a_light_task_set_meets_every_deadline_in_every_mode() {
             .min();
         assert!(a_min.unwrap() >= 600_000, "{mode:?}: {a_min:?}");
         assert!(r.response_p99 >= r.response_p50);
+        // Kernel counters of both workers, or a warning saying why not.
+        assert_eq!(r.report.workers.len(), 2);
+        let perf_refused = r.report.warnings.iter().any(|w| w.contains("perf"));
+        assert!(
+            perf_refused || r.kernel_context_switches.is_some(),
+            "{mode:?}"
+        );
+        assert!(perf_refused || r.kernel_migrations.is_some(), "{mode:?}");
+        eprintln!(
+            "{mode:?}: kernel cs {:?} migrations {:?}; user steals {} migrations {} preemptions {} switches {}",
+            r.kernel_context_switches, r.kernel_migrations, r.steals, r.migrations, r.preemptions, r.switches
+        );
     }
 }
