@@ -737,7 +737,7 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
                 break;
             }
             // A short pause between looks: one PAUSE costs up to ~140 cycles on recent Xeons,
-            // so 64 of them (as before) added microseconds to every cross-ST hand-off.
+            // so a batch of 64 adds microseconds to every cross-ST hand-off.
             for _ in 0..4 {
                 std::hint::spin_loop();
             }
