@@ -191,18 +191,11 @@ impl<T: Linked> A2Core<T> {
     pub fn release(&self, n: u32, wake: &mut dyn FnMut(*mut T)) {
         let mut s = self.state.load(Acquire);
         // Hand-over fast path (consuming primitives): no permits and fibers waiting, the usual
-        // case of a set that wakes a blocked fiber. Enter with the permits *in hand* instead
-        // of in the word, give them straight to the oldest waiters, and publish only what is
-        // left: one compare-and-swap less than "add permits, then take one per waiter". While
-        // we hold `busy` with permits in hand the word says `permits == 0`, so a joiner that
-        // comes meanwhile pushes itself; the permits we publish afterwards go through `leave`,
-        // which drains for it.
+        // case of a set that wakes a blocked fiber. Take the list and give the permits straight
+        // to the oldest waiters; the word changes only if waiters or permits are left over.
         if !self.manual && n > 0 && permits(s) == 0 && !self.head.load(Acquire).is_null() {
-            if let Ok(entered) = self.state.compare_exchange(s, s + BUSY, AcqRel, Acquire) {
-                self.hand_over(entered + BUSY, n.min(self.cap), wake);
-                return;
-            }
-            s = self.state.load(Acquire);
+            self.hand_over(n.min(self.cap), wake);
+            return;
         }
         loop {
             let p = permits(s).saturating_add(n).min(self.cap) as u64;
@@ -215,9 +208,15 @@ impl<T: Linked> A2Core<T> {
         self.leave(wake);
     }
 
-    /// The caller holds `busy` (the word was `entered` when it did) and `n` permits that are
-    /// not in the word: wakes up to `n` of the oldest waiters, publishes the rest, leaves.
-    fn hand_over(&self, entered: u64, n: u32, wake: &mut dyn FnMut(*mut T)) {
+    /// Wakes up to `n` of the oldest waiters with `n` permits that are not in the word.
+    ///
+    /// Taking the list needs no `busy`: the swap is atomic, and a taken waiter is no longer
+    /// "in the list", so the invariant cannot be broken by taking. Only *adding* needs `busy`
+    /// (a fiber pushed, or permits published, while nobody holds it could meet unnoticed), so
+    /// when waiters or permits are left over we enter, put them back / publish them, and
+    /// `leave` drains for any joiner that came meanwhile. A set that wakes one waiter thus
+    /// costs one atomic swap, against enter + swap + take + leave.
+    fn hand_over(&self, n: u32, wake: &mut dyn FnMut(*mut T)) {
         let mut left = n;
         let mut cur = self.take_all_fifo();
         while left > 0 && !cur.is_null() {
@@ -228,23 +227,20 @@ impl<T: Linked> A2Core<T> {
             left -= 1;
             cur = next;
         }
+        if left == 0 && cur.is_null() {
+            return;
+        }
+        let mut s = self.state.load(Acquire);
+        loop {
+            let p = permits(s).saturating_add(left).min(self.cap) as u64;
+            let next = ((s & !PERMITS) + BUSY) | p;
+            match self.state.compare_exchange_weak(s, next, AcqRel, Acquire) {
+                Ok(_) => break,
+                Err(x) => s = x,
+            }
+        }
         if !cur.is_null() {
             self.push_back(cur);
-        }
-        if left > 0 {
-            // Nobody (left) to hand them to: publish them, still holding `busy`, so that
-            // `leave` sees them together with any fiber pushed meanwhile.
-            let mut s = entered;
-            loop {
-                let p = permits(s).saturating_add(left).min(self.cap) as u64;
-                match self
-                    .state
-                    .compare_exchange_weak(s, (s & !PERMITS) | p, AcqRel, Acquire)
-                {
-                    Ok(_) => break,
-                    Err(x) => s = x,
-                }
-            }
         }
         self.leave(wake);
     }
