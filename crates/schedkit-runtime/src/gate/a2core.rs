@@ -58,9 +58,10 @@
 //! - A set that adds permits always enters `busy` (it never just adds permits to a quiet
 //!   word), so it too passes the leave check. A set that finds waiters and no permits takes
 //!   the list without entering and hands its permits over (`hand_over`): taking cannot break
-//!   the invariant, and whatever it must put back (waiters, permits) it adds after entering. A cheaper "add permits without entering when the list looks empty" was
-//!   rejected: with no version counter in the word it is open to ABA (a joiner entering,
-//!   pushing and leaving between the setter's two loads leaves the word bit-identical).
+//!   the invariant, and whatever it must put back (waiters, permits) it adds after entering.
+//!   A cheaper "add permits without entering when the list looks empty" was rejected: with no
+//!   version counter in the word it is open to ABA (a joiner entering, pushing and leaving
+//!   between the setter's two loads leaves the word bit-identical).
 //!
 //! `tests/loom_a2.rs` checks this by exhausting interleavings of two setters and two joiners.
 //!
