@@ -13,6 +13,8 @@ use std::hint::black_box;
 
 const N: u64 = 22;
 
+/// The sequential leaves, shared by both sides (not inlined, so both run the same code).
+#[inline(never)]
 fn fib_seq(n: u64) -> u64 {
     if n < 2 {
         n

@@ -9,6 +9,8 @@ use schedkit_runtime::paws::{self, Mode, RtConfig, RtPool};
 use std::hint::black_box;
 use std::time::Instant;
 
+/// The sequential leaves, shared by both sides (not inlined, so both run the same code).
+#[inline(never)]
 fn fib_seq(n: u64) -> u64 {
     if n < 2 {
         n

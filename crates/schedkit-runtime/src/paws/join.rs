@@ -252,9 +252,15 @@ fn wake_one(sh: &Shared) {
     }
 }
 
-/// The worker's idle step on the plain side: its own deque, then stealing; spins up to 50 us
-/// for work before telling the caller to park, announcing itself as a sleeper so that a push
-/// unparks it. Returns whether it ran something.
+/// How long an idle worker keeps looking for work before it parks. Waking a parked worker
+/// costs the forking side an unpark and the fork tens of microseconds on a loaded machine, so
+/// a worker that just ran out of work stays available for a while (Rayon's workers likewise
+/// spin and yield through many rounds before they sleep); 200 us bounds the CPU it burns.
+const IDLE_SPIN: Duration = Duration::from_micros(200);
+
+/// The worker's idle step on the plain side: its own deque, then stealing; spins up to
+/// [`IDLE_SPIN`] for work before telling the caller to park, announcing itself as a sleeper so
+/// that a push unparks it. Returns whether it ran something.
 pub(crate) fn run_plain(sh: &Shared, core: usize) -> bool {
     let c = ctx();
     if c.is_null() {
@@ -263,7 +269,7 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> bool {
     // SAFETY: our own context.
     let c = unsafe { &*c };
     let plain = &sh.plain;
-    let until = Instant::now() + Duration::from_micros(50);
+    let until = Instant::now() + IDLE_SPIN;
     loop {
         if let Some(j) = c.deque.pop() {
             unsafe { (j.exec)(j.ptr) };
