@@ -84,7 +84,7 @@ pub struct PawsExpArgs {
     /// Simulator only (no root needed).
     #[arg(long)]
     pub sim_only: bool,
-    /// A short run for CI: 2 sets per window, 300 ms real runs, 2 s simulated.
+    /// A short run for CI: at most 2 sets per window, 300 ms real runs, 2 s simulated.
     #[arg(long)]
     pub quick: bool,
     /// Print everything as JSON on stdout instead of the tables.
@@ -322,7 +322,7 @@ pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
         return Err(bad("--cores: at least 1".into()));
     }
     let (sets, duration, horizon) = if a.quick {
-        (2, Nanos::from_ms(300), Nanos::from_secs(2))
+        (a.sets.min(2), Nanos::from_ms(300), Nanos::from_secs(2))
     } else {
         let d = Nanos::parse(&a.duration).map_err(|e| bad(format!("--duration: {e}")))?;
         let h = Nanos::parse(&a.sim_horizon).map_err(|e| bad(format!("--sim-horizon: {e}")))?;
