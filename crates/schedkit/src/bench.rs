@@ -16,6 +16,7 @@
 
 use crate::cli::Failure;
 use crate::output::table;
+use crate::stats::median;
 use anyhow::{anyhow, Context};
 use clap::{Args, Subcommand};
 
@@ -130,16 +131,6 @@ pub struct Rss {
     pub peak_rss_kib: u64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Runs `scenario` `repeats` times; returns the stats of the last run and the median time.
 fn time_scenario(
     scenario: &Scenario,
@@ -154,7 +145,7 @@ fn time_scenario(
         last = Some((stats, report.summary.deadline_misses));
     }
     let (stats, misses) = last.expect("at least one run");
-    Ok((stats, misses, median(times)))
+    Ok((stats, misses, median(&times)))
 }
 
 fn measure(w: &Workload, repeats: usize) -> Result<Measured, Failure> {

@@ -98,26 +98,9 @@ pub struct ExclusiveExpArgs {
     pub hog: Option<u64>,
 }
 
-/// Mean and 95 % confidence half-width (Student's t).
-pub fn mean_ci(x: &[f64]) -> (f64, f64) {
-    let n = x.len();
-    if n == 0 {
-        return (f64::NAN, f64::NAN);
-    }
-    let mean = x.iter().sum::<f64>() / n as f64;
-    if n == 1 {
-        return (mean, 0.0);
-    }
-    let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    // t(0.975, df) for df = 1..30; beyond, the normal 1.96.
-    const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042,
-    ];
-    let t = T.get(n - 2).copied().unwrap_or(1.96);
-    (mean, t * (var / n as f64).sqrt())
-}
+// Re-exported while other experiments still import it from here.
+pub use crate::stats::mean_ci;
+use crate::stats::median;
 
 /// A hog: arithmetic over `bytes` of memory, forever (until killed or its parent dies).
 fn hog(bytes: u64) -> ! {
@@ -452,7 +435,8 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
                     row.push(fmt_ci(m, ci));
                     json_cells.push(serde_json::json!({
                         "load": load.title(), "config": cfg.to_string(), "threads": t,
-                        "indicator": name, "mean": m, "ci95": ci, "n": xs.len(),
+                        "indicator": name, "mean": m, "ci95": ci, "median": median(&xs),
+                        "n": xs.len(),
                     }));
                     if name == "time s" {
                         if cfg == 'D' {
@@ -470,23 +454,28 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
     }
     // Slowdown under load, the paper's headline.
     for &t in &threads {
-        let mean_of = |load: &str, cfg: char| {
-            let xs: Vec<f64> = samples
+        let times = |load: &str, cfg: char| -> Vec<f64> {
+            samples
                 .iter()
                 .filter(|s| s.load == load && s.threads == t && s.config == cfg)
                 .map(|s| s.wall_s)
-                .collect();
-            mean_ci(&xs).0
+                .collect()
         };
         for load in a.loads.iter().filter(|l| **l != Load::None) {
             if a.loads.contains(&Load::None) {
-                let d = mean_of(load.title(), 'D') / mean_of("No load", 'D') - 1.0;
-                let c = mean_of(load.title(), 'C') / mean_of("No load", 'C') - 1.0;
+                // Means, and medians (robust to the odd disturbed repeat on a shared machine).
+                let slowdown = |cfg: char, f: &dyn Fn(&[f64]) -> f64| {
+                    100.0 * (f(&times(load.title(), cfg)) / f(&times("No load", cfg)) - 1.0)
+                };
+                let mean = |x: &[f64]| mean_ci(x).0;
                 println!(
-                    "{t} thread(s), {}: time vs no load: D {:+.1} %, C {:+.1} %",
+                    "{t} thread(s), {}: time vs no load: D {:+.1} %, C {:+.1} % (means); \
+                     D {:+.1} %, C {:+.1} % (medians)",
                     load.title(),
-                    d * 100.0,
-                    c * 100.0
+                    slowdown('D', &mean),
+                    slowdown('C', &mean),
+                    slowdown('D', &median),
+                    slowdown('C', &median),
                 );
             }
         }
@@ -523,20 +512,4 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", sp.display()))?;
     println!("\nwrote {} and {}", jp.display(), sp.display());
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::mean_ci;
-
-    #[test]
-    fn confidence_interval_uses_students_t() {
-        // n = 10, sd = 1: half-width t(0.975, 9) / sqrt(10) = 2.262 / 3.162.
-        let x = [9.0, 11.0, 9.0, 11.0, 9.0, 11.0, 9.0, 11.0, 10.0, 10.0];
-        let (m, ci) = mean_ci(&x);
-        assert_eq!(m, 10.0);
-        let sd = (8.0f64 / 9.0).sqrt();
-        assert!((ci - 2.262 * sd / 10f64.sqrt()).abs() < 1e-9, "{ci}");
-        assert_eq!(mean_ci(&[4.0]), (4.0, 0.0));
-    }
 }

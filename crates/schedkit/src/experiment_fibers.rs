@@ -22,6 +22,7 @@
 //! system. Times are medians over `--repeat` runs.
 
 use crate::output::table;
+use crate::stats::median;
 use std::cell::UnsafeCell;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -238,7 +239,7 @@ pub fn run(a: FibersGaussArgs) -> Result<(), Failure> {
             bw.push(b);
             bar.inc(1);
         }
-        let (f, b) = (median(&mut fw), median(&mut bw));
+        let (f, b) = (median(&fw), median(&bw));
         rows.push(Row {
             method: m,
             arch: p.name(),
@@ -279,16 +280,6 @@ pub fn run(a: FibersGaussArgs) -> Result<(), Failure> {
         eprintln!("chart: {}", a.svg.display());
     }
     Ok(())
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// The most square R x C = t grid with R <= C.

@@ -21,6 +21,7 @@
 use crate::chart::{Axis, Chart, LineChart, Series};
 use crate::cli::Failure;
 use crate::output::table;
+use crate::stats::median;
 use clap::Args;
 use comfy_table::Table;
 use rand::{Rng, SeedableRng};
@@ -68,19 +69,6 @@ pub struct GangExpArgs {
     /// Directory for gang.json, gang-real.svg and gang-sim.svg.
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 fn process(name: &str, threads: u32, burst: Option<Nanos>, arrival: Nanos, work: Work) -> Process {
@@ -378,7 +366,7 @@ pub fn run(a: GangExpArgs) -> Result<(), Failure> {
                 bar.inc(1);
             }
         }
-        let solo_rate: Vec<f64> = solo.iter_mut().map(|v| median(v)).collect();
+        let solo_rate: Vec<f64> = solo.iter().map(|v| median(v)).collect();
         let mut t = table(&[
             "configuration",
             "a rounds/s",
@@ -394,17 +382,17 @@ pub fn run(a: GangExpArgs) -> Result<(), Failure> {
         let mut add =
             |name: String, runs: &[RealRun], q: Option<u64>, t: &mut Table| -> (f64, f64) {
                 let rate: Vec<f64> = (0..2)
-                    .map(|j| median(&mut runs.iter().map(|r| r.rate[j]).collect::<Vec<_>>()))
+                    .map(|j| median(&runs.iter().map(|r| r.rate[j]).collect::<Vec<_>>()))
                     .collect();
                 let pct: Vec<f64> = (0..2).map(|j| 100.0 * rate[j] / solo_rate[j]).collect();
                 let split = median(
-                    &mut runs
+                    &runs
                         .iter()
                         .map(|r| 100.0 * r.cpu[0] / (r.cpu[0] + r.cpu[1]).max(1e-9))
                         .collect::<Vec<_>>(),
                 );
                 let sw: Vec<f64> = runs.iter().filter_map(|r| r.switch_us).collect();
-                let sw_med = median(&mut sw.clone());
+                let sw_med = median(&sw);
                 let switches = runs.iter().map(|r| r.switches).max().unwrap_or(0);
                 t.add_row(vec![
                     name.clone(),

@@ -17,6 +17,7 @@ mod gantt;
 mod output;
 mod restore;
 mod run;
+mod stats;
 mod sweep;
 mod taskrun;
 mod topo;
