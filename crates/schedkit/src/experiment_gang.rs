@@ -7,8 +7,10 @@
 //! together) and under `gang` for every quantum (the matrix puts each job in its own slot on
 //! both cores; the freezer stops the other). Per configuration: barrier rounds per second per
 //! job, that rate as a percentage of the job's solo rate (gang's ideal is 50 %: half a
-//! dedicated machine), the CPU split between the jobs, and the measured switch time (stop
-//! all + resume all). Medians over `--repeat` runs, configurations interleaved per repeat.
+//! dedicated machine), the CPU split between the jobs, the rounds per CPU-second of the job's
+//! threads against solo (the loss gang switching costs a job in the time it runs, apart from
+//! how the time is split), and the measured switch time (stop all + resume all). Medians over
+//! `--repeat` runs, configurations interleaved per repeat.
 //!
 //! (b) **The simulator at cluster scale.** Two jobs spanning the whole 64-node cluster, gang
 //! scheduled with seed 002's switch-overhead model ([`schedkit_core::gang_overhead`]) for
@@ -96,6 +98,9 @@ fn scenario(cores: usize, policy: PolicySpec, horizon: Nanos, processes: Vec<Pro
 struct RealRun {
     /// Barrier rounds per second, per job.
     rate: Vec<f64>,
+    /// Barrier rounds per CPU-second of the job's threads: what a job gets out of the time it
+    /// runs, apart from how much time it gets (the CPU split).
+    per_cpu: Vec<f64>,
     /// CPU seconds per job.
     cpu: Vec<f64>,
     switch_us: Option<f64>,
@@ -151,6 +156,11 @@ fn real_run(
             .map(|t| t.cpu_ns)
             .sum();
         r.cpu.push(cpu as f64 / 1e9);
+        r.per_cpu.push(if cpu > 0 {
+            rounds / (cpu as f64 / 1e9)
+        } else {
+            0.0
+        });
     }
     if let Some(g) = &o.gang {
         r.switch_us = Some(g.switch_us_median);
@@ -331,6 +341,7 @@ pub fn run(a: GangExpArgs) -> Result<(), Failure> {
     if !a.sim_only {
         engine::install_signal_handlers();
         let mut solo: Vec<Vec<f64>> = vec![Vec::new(); 2];
+        let mut solo_per_cpu: Vec<Vec<f64>> = vec![Vec::new(); 2];
         let mut default: Vec<RealRun> = Vec::new();
         let mut gang: Vec<Vec<RealRun>> = vec![Vec::new(); quanta.len()];
         for _ in 0..repeat {
@@ -347,6 +358,7 @@ pub fn run(a: GangExpArgs) -> Result<(), Failure> {
                     a.nice,
                 )?;
                 s.push(r.rate[0]);
+                solo_per_cpu[j].push(r.per_cpu[0]);
                 bar.inc(1);
             }
             bar.set_message("default");
@@ -367,6 +379,7 @@ pub fn run(a: GangExpArgs) -> Result<(), Failure> {
             }
         }
         let solo_rate: Vec<f64> = solo.iter().map(|v| median(v)).collect();
+        let solo_per_cpu_med: Vec<f64> = solo_per_cpu.iter().map(|v| median(v)).collect();
         let mut t = table(&[
             "configuration",
             "a rounds/s",
@@ -374,6 +387,8 @@ pub fn run(a: GangExpArgs) -> Result<(), Failure> {
             "a % of solo",
             "b % of solo",
             "CPU split a:b %",
+            "a per CPU-s % of solo",
+            "b per CPU-s % of solo",
             "switch us",
             "switches",
         ]);
@@ -385,6 +400,12 @@ pub fn run(a: GangExpArgs) -> Result<(), Failure> {
                     .map(|j| median(&runs.iter().map(|r| r.rate[j]).collect::<Vec<_>>()))
                     .collect();
                 let pct: Vec<f64> = (0..2).map(|j| 100.0 * rate[j] / solo_rate[j]).collect();
+                let eff: Vec<f64> = (0..2)
+                    .map(|j| {
+                        100.0 * median(&runs.iter().map(|r| r.per_cpu[j]).collect::<Vec<_>>())
+                            / solo_per_cpu_med[j]
+                    })
+                    .collect();
                 let split = median(
                     &runs
                         .iter()
@@ -401,6 +422,8 @@ pub fn run(a: GangExpArgs) -> Result<(), Failure> {
                     format!("{:.1}", pct[0]),
                     format!("{:.1}", pct[1]),
                     format!("{:.1}:{:.1}", split, 100.0 - split),
+                    format!("{:.1}", eff[0]),
+                    format!("{:.1}", eff[1]),
                     if sw.is_empty() {
                         "-".into()
                     } else {
@@ -414,7 +437,7 @@ pub fn run(a: GangExpArgs) -> Result<(), Failure> {
                 ]);
                 rows_json.push(serde_json::json!({
                 "configuration": name, "quantum_ms": q, "rounds_per_s": rate,
-                "pct_of_solo": pct, "cpu_split_a_pct": split,
+                "pct_of_solo": pct, "cpu_split_a_pct": split, "per_cpu_s_pct_of_solo": eff,
                 "switch_us_median": if sw.is_empty() { None } else { Some(sw_med) },
                 "switches": switches,
                 "rounds_per_s_each_repeat": runs.iter().map(|r| r.rate.clone()).collect::<Vec<_>>(),
@@ -424,6 +447,7 @@ pub fn run(a: GangExpArgs) -> Result<(), Failure> {
         let solo_rows: Vec<RealRun> = (0..repeat)
             .map(|i| RealRun {
                 rate: vec![solo[0][i], solo[1][i]],
+                per_cpu: vec![solo_per_cpu[0][i], solo_per_cpu[1][i]],
                 cpu: vec![1.0, 1.0],
                 ..Default::default()
             })
