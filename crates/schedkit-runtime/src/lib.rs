@@ -38,6 +38,6 @@ pub use pool::{Pool, PoolConfig, QueueKind, TaskHandle};
 pub use prim::{Barrier, Channel, Event, EventKind, Mutex, MutexGuard, Semaphore};
 #[cfg(not(loom))]
 pub use rt::{
-    current_worker, in_fiber, sleep, spawn, yield_now, Arch, Config, Handle, JoinError,
-    JoinHandle, Runtime,
+    current_worker, in_fiber, sleep, spawn, yield_now, Arch, Config, Handle, JoinError, JoinHandle,
+    Runtime,
 };
