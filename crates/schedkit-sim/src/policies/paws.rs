@@ -19,15 +19,21 @@
 //!   steal attempt (a victim with an empty local queue) would just be retried, so the victim
 //!   is drawn uniformly among the cores whose local queue holds work: the same distribution as
 //!   retrying until a steal succeeds, without modelling the failed attempts.
-//! - **Preemption** happens only at releases: a released job that no free core will take
-//!   preempts the running job or thread with the latest deadline if its own deadline is
-//!   earlier (ties: the lowest core index), and is dispatched directly on that core (the
-//!   paper's "dispatching routine"). Parallel threads never preempt. What was preempted goes
+//! - **Preemption** happens only when a job becomes ready: at its release, or when it resumes
+//!   after its join (the kernel's PAWS wakes the master thread, and a wake-up goes through the
+//!   same check). A ready job that no free core will take preempts the running job or thread
+//!   with the latest deadline if its own deadline is earlier (ties: the lowest core index), and
+//!   is dispatched directly on that core (the paper's "dispatching routine"). A core that just
+//!   became idle with threads in its local queue counts as running its best local deadline
+//!   (rule C would make it run that next); the job is then handed to it before those threads.
+//!   Parallel threads never preempt. What was preempted goes
 //!   back (i) to the global queue if it is a job, (ii) to the bottom of its deque in its core's
 //!   local queue if it is a locally spawned thread, (iii) to the global queue if it was stolen
 //!   (**rule F**: a stolen thread preempted is not returned to a deque).
 //! - A job's continuation after a join (its next sequential region) is the job again: it goes
-//!   to the global queue (the paper's master thread is woken, it is not a spawned thread).
+//!   to the global queue (the paper's master thread is woken, it is not a spawned thread), and
+//!   may preempt as above. The runtime pool's dispatcher makes the same decisions
+//!   (`crates/schedkit/tests/paws_agree.rs` checks a one-core scenario dispatch by dispatch).
 //!
 //! Invariants: every ready thread is in exactly one place (global queue, one local deque, or
 //! directly assigned to a core for this instant); an idle core always finds work if any is
@@ -106,7 +112,7 @@ pub struct Paws {
     origin: Vec<Origin>,
     /// Released jobs dispatched directly on a core this instant.
     assigned: Vec<Option<Slot>>,
-    /// Jobs released in the current batch, in enqueue order.
+    /// Jobs that became ready in the current batch (released or resumed after a join).
     released: Vec<Slot>,
     ticket: u64,
     rng: ChaCha8Rng,
@@ -206,9 +212,9 @@ impl Dispatcher for Paws {
                 }
                 (_, at) => {
                     self.push_global(deadline, slot);
-                    // A job's first region is its release (a continuation is not, nor is a
-                    // process thread with no deadline, which could never preempt anyway).
-                    if at.is_none() && matches!(t.owner, Owner::Task { .. }) {
+                    // A job released or resumed after its join (not a process thread: with
+                    // no deadline it could never preempt anyway).
+                    if (at.is_none() || !t.par) && matches!(t.owner, Owner::Task { .. }) {
                         self.released.push(slot);
                     }
                 }
@@ -264,10 +270,17 @@ impl Dispatcher for Paws {
         let free = (0..ctx.cores)
             .filter(|&c| ctx.running[c].is_none() && self.local[c].len == 0)
             .count();
-        // Released jobs that the free cores will not take (they take the global queue's
-        // first `free` entries in order) may preempt.
-        let mut busy: Vec<(Nanos, usize)> = (0..ctx.cores)
-            .filter_map(|c| ctx.running[c].map(|s| (ctx.thread(s).deadline, c)))
+        // Ready jobs that the free cores will not take (they take the global queue's first
+        // `free` entries in order) may preempt: the running thread of a core, or the best
+        // local thread of a core about to pick it (rule C), `running` telling which.
+        let mut busy: Vec<(Nanos, usize, bool)> = (0..ctx.cores)
+            .filter_map(|c| match ctx.running[c] {
+                Some(s) => Some((ctx.thread(s).deadline, c, true)),
+                None if self.assigned[c].is_none() => {
+                    self.local[c].deques.keys().next().map(|&d| (d, c, false))
+                }
+                None => None,
+            })
             .collect();
         let waiting: Vec<(Nanos, u64, Slot)> = self.global.iter().skip(free).copied().collect();
         released.sort_unstable();
@@ -284,11 +297,13 @@ impl Dispatcher for Paws {
             if busy[i].0 <= deadline {
                 break;
             }
-            let core = busy.swap_remove(i).1;
+            let (_, core, running) = busy.swap_remove(i);
             self.take_global(slot);
             self.assigned[core] = Some(slot);
-            self.counters.release_preemptions += 1;
-            out.push(core);
+            if running {
+                self.counters.release_preemptions += 1;
+                out.push(core);
+            }
         }
         released.clear();
         self.released = released;
