@@ -1978,48 +1978,56 @@ pub fn tenants(a: TenantsArgs) -> Result<(), Failure> {
 }
 
 fn tenants_charts(rows: &[Row], shares: &Path, change: &Path) -> Result<(), Failure> {
-    // Figs. 5.7-5.8: measured share against the weight's fraction, one point per group.
-    let mut lc = LineChart::new(
-        "Tenants: each group's CPU share against its weight's fraction",
-        Axis::new("weight fraction of the group", "%"),
-        Axis::new("group's share of the job's CPU time", "%"),
-    );
-    let mut labels: Vec<String> = Vec::new();
-    for r in rows
+    // Figs. 5.7-5.8: each group's share beside its weight's fraction (the black tick), one
+    // bar group per (configuration, group), one bar per engine and policy.
+    let done: Vec<&Row> = rows
         .iter()
         .filter(|r| r.config != "change" && !r.cells.is_empty())
-    {
+        .collect();
+    let mut configs: Vec<String> = Vec::new();
+    let mut labels: Vec<String> = Vec::new();
+    for r in &done {
+        if !configs.contains(&r.config) {
+            configs.push(r.config.clone());
+        }
         if !labels.contains(&r.label()) {
             labels.push(r.label());
         }
     }
-    let mut all_x = Vec::new();
+    let mut cats = Vec::new();
+    let mut ideal = Vec::new();
+    for c in &configs {
+        let ws: Vec<u64> = c.split(':').filter_map(|x| x.parse().ok()).collect();
+        let sum: u64 = ws.iter().sum();
+        for (k, w) in ws.iter().enumerate() {
+            cats.push(format!("{c} vm{}", k + 1));
+            ideal.push(*w as f64 / sum as f64 * 100.0);
+        }
+    }
+    let mut bc = BarChart::new(
+        "Tenants: each group's CPU share beside its weight's fraction (mean, 95 % CI)",
+        "weights and group",
+        Axis::new("group's share of the job's CPU time", "%"),
+        cats,
+    );
     for l in &labels {
-        let mut pts = Vec::new();
-        for r in rows
-            .iter()
-            .filter(|r| r.config != "change" && !r.cells.is_empty() && &r.label() == l)
-        {
-            let ws: Vec<u64> = r.config.split(':').filter_map(|x| x.parse().ok()).collect();
-            let sum: u64 = ws.iter().sum();
-            for (k, w) in ws.iter().enumerate() {
-                let x = *w as f64 / sum as f64 * 100.0;
-                all_x.push(x);
-                pts.push((x, mean_ci(&r.col(|c| c.norm_share[k] * 100.0)).0));
+        let mut m = Vec::new();
+        let mut e = Vec::new();
+        for c in &configs {
+            let row = done.iter().find(|r| &r.config == c && &r.label() == l);
+            let n = c.split(':').count();
+            for k in 0..n {
+                let (mm, ci) =
+                    row.map_or((0.0, 0.0), |r| mean_ci(&r.col(|x| x.norm_share[k] * 100.0)));
+                m.push(mm);
+                e.push((mm - ci, mm + ci));
             }
         }
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        lc.series(Series::new(l, pts));
+        bc.series(BarSeries::new(l, m).with_errors(e));
     }
-    let lo = all_x.iter().cloned().fold(f64::INFINITY, f64::min);
-    let hi = all_x.iter().cloned().fold(0.0, f64::max);
-    if lo.is_finite() {
-        lc.series(Series::new(
-            "ideal (share = weight fraction)",
-            vec![(lo, lo), (hi, hi)],
-        ));
-    }
-    write_svg(shares, lc.to_svg(900.0, 560.0))?;
+    bc.reference("weight fraction", ideal);
+    let lc = bc;
+    write_svg(shares, lc.to_svg(1300.0, 560.0))?;
     let mut lc = LineChart::new(
         "Tenants: vm2's weight goes from 1 to 3 mid-run (schedkit ctl); vm2's share in 200 ms windows",
         Axis::new("time since start", "s"),
