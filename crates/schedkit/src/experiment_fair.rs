@@ -467,12 +467,18 @@ fn real_run(
             Some((_, last)) => *last = (cpu, now),
         }
     }));
+    // Set when the run is over, so that a helper still waiting gives up.
+    let over = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let helper = ctl.map(|c| {
         let origin = origin.clone();
+        let over = over.clone();
         std::thread::spawn(move || -> Result<(Nanos, String), String> {
             let o = loop {
                 if let Some(o) = *origin.lock().expect("origin") {
                     break o;
+                }
+                if over.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Err("the run ended before it started sampling".into());
                 }
                 std::thread::sleep(Duration::from_millis(1));
             };
@@ -504,7 +510,16 @@ fn real_run(
             }
         })
     });
-    let o = engine::run(sc, opts)?;
+    // A policy this user may not run (cgroups need root) is reported like a missing one;
+    // the others still run.
+    let result = engine::run(sc, opts);
+    over.store(true, std::sync::atomic::Ordering::Relaxed);
+    let o = match result {
+        Err(schedkit_linux::Error::Privilege(m)) => {
+            return Ok(Real::Unavailable(format!("not permitted here: {m}")))
+        }
+        r => r?,
+    };
     // As a rate over the sampled part of the run, scaled to the run's length.
     let own = cpu_marks
         .lock()
@@ -2113,6 +2128,95 @@ mod tests {
         assert_eq!(b[0], vec![0, 0, 0, 0]);
         // [3,12) -> 2 + 5 + 2, then [18, 20) still running at the end.
         assert_eq!(b[1], vec![2, 5, 2, 2]);
+    }
+
+    #[test]
+    fn lag_against_the_jobs_cpu_follows_alternating_runs() {
+        use schedkit_core::report::Metrics;
+        use schedkit_core::trace::{Reason, TraceSink};
+        // Two one-thread processes on one core: P0 runs [0, 10 ms), P1 [10, 20 ms), and the
+        // machine is idle for [20, 30 ms). GPS gives each half of the job's CPU: at 10 ms P0
+        // is 5 ms ahead, at 20 ms both are even; the idle tail does not count against them.
+        let mut sc = scenario(
+            "test",
+            PolicyName::Default,
+            Nanos::from_ms(100),
+            1,
+            Nanos::from_ms(30),
+            &[busy("P0", "1", 0, None), busy("P1", "1", 0, None)],
+            &[],
+        )
+        .unwrap_or_else(|_| panic!("scenario"));
+        sc.processes.iter_mut().for_each(|p| p.command = None);
+        let ms = Nanos::from_ms;
+        let ev = vec![
+            Event::Arrive {
+                t: ms(0),
+                slot: 0,
+                owner: Owner::Process {
+                    process: 0,
+                    thread: 0,
+                },
+            },
+            Event::Arrive {
+                t: ms(0),
+                slot: 1,
+                owner: Owner::Process {
+                    process: 1,
+                    thread: 0,
+                },
+            },
+            Event::Dispatch {
+                t: ms(0),
+                core: 0,
+                slot: 0,
+            },
+            Event::Deschedule {
+                t: ms(10),
+                core: 0,
+                slot: 0,
+                reason: Reason::Expired,
+            },
+            Event::Dispatch {
+                t: ms(10),
+                core: 0,
+                slot: 1,
+            },
+            Event::Deschedule {
+                t: ms(20),
+                core: 0,
+                slot: 1,
+                reason: Reason::Expired,
+            },
+            Event::Block { t: ms(20), slot: 0 },
+            Event::Block { t: ms(20), slot: 1 },
+        ];
+        let mut m = Metrics::new(&sc, "test", 1);
+        for e in &ev {
+            m.record(e);
+        }
+        let report = m.finish(ms(30));
+        let c = cell(
+            "test",
+            "c",
+            &sc,
+            &report,
+            &ev,
+            ms(30),
+            By::Process,
+            (0.0, true),
+            None,
+            None,
+            None,
+        );
+        assert!((c.job_share - 2.0 / 3.0).abs() < 1e-9, "{}", c.job_share);
+        assert_eq!(c.norm_share, vec![0.5, 0.5]);
+        assert!(
+            (c.norm_max_lag_ms - 5.0).abs() < 1e-9,
+            "{}",
+            c.norm_max_lag_ms
+        );
+        assert!(pct_err(&c).1 < 1e-9);
     }
 
     #[test]
