@@ -1329,6 +1329,8 @@ pub struct FairRun {
     views: Vec<schedkit_core::control::ThreadView>,
     actions: Vec<schedkit_core::control::Action>,
     nice_warned: bool,
+    /// global-fair: pin each thread to the CPU it is first seen on.
+    pin_first_seen: bool,
     /// The engine thread's class before the run raised it.
     old_class: Option<Policy>,
 }
@@ -1425,6 +1427,7 @@ impl FairRun {
             views: Vec::new(),
             actions: Vec::new(),
             nice_warned: false,
+            pin_first_seen: name == PolicyName::GlobalFair,
             old_class: sched::get_thread(0).ok(),
         };
         // The engine thread samples, ticks and serves the socket: it must not queue behind
@@ -1684,6 +1687,25 @@ impl FairRun {
             self.nice.entry(tr.tid).or_insert(sp.nice);
         }
         self.max_threads = self.max_threads.max(self.views.len());
+        if self.pin_first_seen {
+            // global-fair on real cores: the kernel's balancer keeps moving unpinned threads
+            // (T1 of the global example was seen switching CPUs every half second), which
+            // breaks the shuttle's notion of home and light core. Every thread is pinned to
+            // the CPU it was first seen on (journaled); from then on only the controller moves
+            // threads. Scenario `cpus` stay as they are.
+            for tr in live() {
+                if tr.last.tid == 0
+                    || scenario.processes[tr.process].cpus.is_some()
+                    || self.affinity_journaled.contains(&tr.tid)
+                {
+                    continue;
+                }
+                let set = CpuSet::single(tr.last.cpu);
+                if journal.set_affinity(tr.pid, tr.tid, &set).is_ok() {
+                    self.affinity_journaled.insert(tr.tid);
+                }
+            }
+        }
         self.actions.clear();
         ctl.tick(
             &schedkit_core::control::Snapshot {

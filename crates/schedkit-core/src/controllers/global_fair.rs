@@ -159,13 +159,15 @@ impl GlobalFair {
     /// does not come back). CFS's own balancer would make that move in the thesis's model
     /// (eq. 4.3 passes: 177 >= 167.5), so in the simulator the lag never gets that far; on a
     /// real kernel that left such a placement alone, this restores the shape the shuttle
-    /// works from. A core keeps at least one thread.
+    /// works from. A core keeps at least one thread; an idle core counts as ahead.
     fn repair(&self, snap: &Snapshot, a: usize, b: usize, out: &mut Vec<Action>) {
         let threshold = self.period.0 as f64 / 2.0;
         let (la, lb) = (self.core_lag(snap, a), self.core_lag(snap, b));
-        let (owed, ahead) = if la > threshold && lb < -threshold {
+        // An idle core is "ahead" too: nobody there is owed anything.
+        let (idle_a, idle_b) = (self.nr[a] == 0, self.nr[b] == 0);
+        let (owed, ahead) = if la > threshold && (lb < -threshold || idle_b) {
             (a, b)
-        } else if lb > threshold && la < -threshold {
+        } else if lb > threshold && (la < -threshold || idle_a) {
             (b, a)
         } else {
             return;
