@@ -1666,7 +1666,7 @@ impl FairRun {
                 }
             }
         }
-        let Some(ctl) = self.controller.as_mut() else {
+        let Some(mut ctl) = self.controller.take() else {
             self.cpu_ns += thread_rusage_ns().saturating_sub(cpu0);
             return;
         };
@@ -1688,23 +1688,7 @@ impl FairRun {
         }
         self.max_threads = self.max_threads.max(self.views.len());
         if self.pin_first_seen {
-            // global-fair on real cores: the kernel's balancer keeps moving unpinned threads
-            // (T1 of the global example was seen switching CPUs every half second), which
-            // breaks the shuttle's notion of home and light core. Every thread is pinned to
-            // the CPU it was first seen on (journaled); from then on only the controller moves
-            // threads. Scenario `cpus` stay as they are.
-            for tr in live() {
-                if tr.last.tid == 0
-                    || scenario.processes[tr.process].cpus.is_some()
-                    || self.affinity_journaled.contains(&tr.tid)
-                {
-                    continue;
-                }
-                let set = CpuSet::single(tr.last.cpu);
-                if journal.set_affinity(tr.pid, tr.tid, &set).is_ok() {
-                    self.affinity_journaled.insert(tr.tid);
-                }
-            }
+            self.place_new_threads(scenario, cores, tracks, by_tid, journal);
         }
         self.actions.clear();
         ctl.tick(
@@ -1786,7 +1770,59 @@ impl FairRun {
             }
         }
         self.actions = actions;
+        self.controller = Some(ctl);
         self.cpu_ns += thread_rusage_ns().saturating_sub(cpu0);
+    }
+
+    /// global-fair on real cores: the kernel's balancer keeps moving unpinned threads (T1 of
+    /// the global example was seen switching CPUs every half second), which swaps the
+    /// shuttle's home and light core under it, and right after they start it may still have
+    /// several on one CPU. So every thread the controller has not placed yet is pinned here
+    /// (journaled), heaviest first, to the CPU with the least weight of pinned runnable
+    /// threads (ties: the CPU it is on): the balance CFS aims for (eq. 4.1), after which only
+    /// the controller moves job threads. Scenario `cpus` stay as they are. Updates the views.
+    fn place_new_threads(
+        &mut self,
+        scenario: &Scenario,
+        cores: usize,
+        tracks: &[Track],
+        by_tid: &HashMap<i32, usize>,
+        journal: &mut Journal,
+    ) {
+        let mut load = vec![0u64; cores];
+        let mut new: Vec<usize> = Vec::new();
+        for (k, v) in self.views.iter().enumerate() {
+            let tid = v.id as i32;
+            let fixed = scenario.processes[v.process].cpus.is_some();
+            if self.affinity_journaled.contains(&tid) || fixed {
+                if let (true, Some(c)) = (v.runnable, v.core.filter(|&c| c < cores)) {
+                    load[c] += v.weight;
+                }
+            } else {
+                new.push(k);
+            }
+        }
+        new.sort_by_key(|&k| (std::cmp::Reverse(self.views[k].weight), self.views[k].id));
+        for k in new {
+            let v = &self.views[k];
+            let here = v.core.filter(|&c| c < cores);
+            let Some(c) = (0..cores).min_by_key(|&c| (load[c], Some(c) != here)) else {
+                return;
+            };
+            let Some(tr) = by_tid.get(&(v.id as i32)).map(|&i| &tracks[i]) else {
+                continue;
+            };
+            if journal
+                .set_affinity(tr.pid, tr.tid, &CpuSet::single(c))
+                .is_ok()
+            {
+                self.affinity_journaled.insert(tr.tid);
+                if v.runnable {
+                    load[c] += v.weight;
+                }
+                self.views[k].core = Some(c);
+            }
+        }
     }
 
     fn warn_nice(&mut self, warnings: &mut Vec<String>, e: &str) {

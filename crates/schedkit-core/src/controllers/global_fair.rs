@@ -159,15 +159,13 @@ impl GlobalFair {
     /// does not come back). CFS's own balancer would make that move in the thesis's model
     /// (eq. 4.3 passes: 177 >= 167.5), so in the simulator the lag never gets that far; on a
     /// real kernel that left such a placement alone, this restores the shape the shuttle
-    /// works from. A core keeps at least one thread; an idle core counts as ahead.
+    /// works from. A core keeps at least one thread.
     fn repair(&self, snap: &Snapshot, a: usize, b: usize, out: &mut Vec<Action>) {
         let threshold = self.period.0 as f64 / 2.0;
         let (la, lb) = (self.core_lag(snap, a), self.core_lag(snap, b));
-        // An idle core is "ahead" too: nobody there is owed anything.
-        let (idle_a, idle_b) = (self.nr[a] == 0, self.nr[b] == 0);
-        let (owed, ahead) = if la > threshold && (lb < -threshold || idle_b) {
+        let (owed, ahead) = if la > threshold && lb < -threshold {
             (a, b)
-        } else if lb > threshold && (la < -threshold || idle_a) {
+        } else if lb > threshold && la < -threshold {
             (b, a)
         } else {
             return;
