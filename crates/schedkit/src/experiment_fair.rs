@@ -291,8 +291,9 @@ pub struct Cell {
     pub controller_cpu_pct: Option<f64>,
     /// Recovery after the mid-run change, seconds (`None`: never within the tolerance).
     pub recovery_s: Option<Option<f64>>,
-    /// The tracked entity's median windowed share before the change (windows in the second
-    /// quarter to the change) and after it (from the change + 1 s on), 0..1.
+    /// The tracked entity's median windowed share before the change (windows from half-way to
+    /// the change) and after it (from the change + 1 s on, or half-way through the rest of a
+    /// short run), 0..1.
     pub before_share: Option<f64>,
     /// Time from the change until the windowed share first enters the band around the
     /// target (without the 1 s hold), seconds.
@@ -680,8 +681,10 @@ fn cell(
             .get(change_bin / 2..change_bin.saturating_sub(w).max(change_bin / 2))
             .unwrap_or(&[])
             .to_vec();
+        // From 1 s after the change, or from half-way through what is left of a short run.
+        let settle = hold.min(shares.len().saturating_sub(change_bin) / 2);
         let after: Vec<f64> = shares
-            .get((change_bin + hold).min(shares.len())..)
+            .get((change_bin + settle).min(shares.len())..)
             .unwrap_or(&[])
             .to_vec();
         if !before.is_empty() {

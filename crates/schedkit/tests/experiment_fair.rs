@@ -223,6 +223,32 @@ fn global_fairness_real_quick_run_reports_default_and_says_what_is_missing() {
     }
 }
 
+#[test]
+fn tenants_real_quick_run_applies_a_ctl_weight_change() {
+    if !is_root() {
+        eprintln!("skipped: policy tenants creates cgroups, which needs root");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().to_str().unwrap();
+    let o = schedkit(
+        &["experiment", "tenants", "--quick", "--out", out],
+        d.path(),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.path().join("tenants.json")).unwrap())
+            .unwrap();
+    let run = run_of(&j, "real", "tenants", "change");
+    // The real `schedkit ctl` client reached the run, the engine recorded the change soon
+    // after (it polls its socket every sample), and vm2's share of the job rose.
+    let applied = run["applied_after_s"].as_f64().expect("change recorded");
+    assert!((0.0..0.5).contains(&applied), "{applied}");
+    let before = run["before_share"].as_f64().unwrap();
+    let after = run["after_share"].as_f64().unwrap();
+    assert!(after > before + 0.1, "{before} -> {after}");
+}
+
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
