@@ -50,7 +50,12 @@ fn socket(a: &CtlArgs) -> Result<PathBuf, Failure> {
     if let Some(pid) = a.pid {
         return Ok(ctl::socket_path(&dir, pid));
     }
-    let found = ctl::sockets(&dir);
+    // A run killed with SIGKILL leaves its socket file: only live runs count.
+    let found: Vec<(i32, PathBuf)> = ctl::sockets(&dir)
+        .into_iter()
+        // SAFETY: signal 0 only checks that the process exists.
+        .filter(|(pid, _)| unsafe { libc::kill(*pid, 0) == 0 })
+        .collect();
     match found.len() {
         1 => Ok(found[0].1.clone()),
         0 => Err(bad(format!(
