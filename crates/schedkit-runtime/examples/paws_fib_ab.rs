@@ -4,6 +4,8 @@
 //! ```text
 //! cargo run --release -p schedkit-runtime --example paws_fib_ab -- [N] [ROUNDS]
 //! ```
+//! With `PAWS_GAP_US=g` the program sleeps g us before each run, so both pools start cold
+//! (workers asleep) instead of right after the other pool's run.
 
 use schedkit_runtime::paws::{self, Mode, RtConfig, RtPool};
 use std::hint::black_box;
@@ -71,13 +73,23 @@ fn main() {
             .unwrap();
         for cutoff in [0u64, 10] {
             let (mut p, mut r) = (Vec::new(), Vec::new());
+            let gap = std::env::var("PAWS_GAP_US")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map(std::time::Duration::from_micros);
             for _ in 0..rounds {
+                if let Some(g) = gap {
+                    std::thread::sleep(g);
+                }
                 let t = Instant::now();
                 black_box(pool.install(|| fib_paws(black_box(n), cutoff)));
                 p.push(t.elapsed().as_secs_f64() * 1e3);
                 let t = Instant::now();
                 black_box(rp.install(|| fib_rayon(black_box(n), cutoff)));
                 r.push(t.elapsed().as_secs_f64() * 1e3);
+                if let Some(g) = gap {
+                    std::thread::sleep(g);
+                }
             }
             let (pm, rm) = (median(&mut p), median(&mut r));
             println!(

@@ -34,7 +34,8 @@ fn a_light_task_set_meets_every_deadline_in_every_mode() {
         task("b", 15, vec![Region::Par(vec![us(100), us(400), us(250)])]),
     ];
     // SCHED_FIFO (root, as in CI) so that other load on the machine cannot delay the workers
-    // for whole periods; without it deadlines are reported but not asserted.
+    // for whole periods; without it deadlines are reported but not asserted. (Another
+    // real-time process above priority 20 on the same CPUs still can.)
     let opts = HarnessOpts {
         workers: Some(2),
         fifo_priority: Some(20),

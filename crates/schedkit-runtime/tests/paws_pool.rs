@@ -13,7 +13,8 @@ fn ms(x: u64) -> Duration {
 fn periodic_jobs_run_their_regions_and_meet_deadlines_at_low_load() {
     for mode in Mode::ALL {
         // SCHED_FIFO when permitted (root, as in CI): other load cannot then delay the
-        // workers for whole periods; without it deadlines are not asserted.
+        // workers for whole periods; without it deadlines are not asserted. (Another
+        // real-time process above priority 20 on the same CPUs still can.)
         let mut cfg = RtConfig::quiet(mode, 2);
         cfg.fifo_priority = Some(20);
         let mut pool = RtPool::new(cfg).unwrap();

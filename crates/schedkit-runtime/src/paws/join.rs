@@ -69,6 +69,9 @@ pub(crate) struct Plain {
     stealers: Vec<Stealer<JobRef>>,
     locals: Mutex<Vec<Option<Worker<JobRef>>>>,
     sleeping: AtomicUsize,
+    /// Workers in the looking-for-work phase of their idle loop: they will find a push
+    /// without being woken.
+    spinning: AtomicUsize,
     parked: Box<[AtomicBool]>,
     pub steals: AtomicU64,
 }
@@ -81,9 +84,17 @@ impl Plain {
             stealers: locals.iter().map(|w| w.stealer()).collect(),
             locals: Mutex::new(locals.into_iter().map(Some).collect()),
             sleeping: AtomicUsize::new(0),
+            spinning: AtomicUsize::new(0),
             parked: (0..n).map(|_| AtomicBool::new(false)).collect(),
             steals: AtomicU64::new(0),
         }
+    }
+
+    /// A push wakes a parked worker only when nobody is awake looking for work (that one
+    /// will find it), as Rayon does: an unpark is a system call on the forking path.
+    #[inline]
+    fn should_wake(&self) -> bool {
+        self.sleeping.load(SeqCst) > 0 && self.spinning.load(SeqCst) == 0
     }
 
     fn has_work(&self) -> bool {
@@ -153,7 +164,7 @@ where
     c.deque.push(job_b.as_ref(c.deadline.get()));
     // SAFETY: the Shared outlives its workers.
     let plain = unsafe { &(*c.shared).plain };
-    if plain.sleeping.load(SeqCst) > 0 {
+    if plain.should_wake() {
         wake_one(unsafe { &*c.shared });
     }
     let ra = std::panic::catch_unwind(AssertUnwindSafe(a));
@@ -190,6 +201,24 @@ fn finish<RA, RB>(ra: std::thread::Result<RA>, rb: std::thread::Result<RB>) -> (
 /// Steals one plain job (injector first, then a random other worker's deque top) and runs it
 /// under its deadline.
 fn steal_one(c: &Ctx, plain: &Plain) -> bool {
+    match steal(c, plain) {
+        Some(j) => {
+            run_stolen(c, plain, j);
+            true
+        }
+        None => false,
+    }
+}
+
+fn run_stolen(c: &Ctx, plain: &Plain, j: JobRef) {
+    plain.steals.fetch_add(1, Relaxed);
+    let saved = c.deadline.replace(j.deadline);
+    // SAFETY: the job's owner waits for it.
+    unsafe { (j.exec)(j.ptr) };
+    c.deadline.set(saved);
+}
+
+fn steal(c: &Ctx, plain: &Plain) -> Option<JobRef> {
     let mut got = None;
     loop {
         match plain.injector.steal_batch_and_pop(&c.deque) {
@@ -228,22 +257,14 @@ fn steal_one(c: &Ctx, plain: &Plain) -> bool {
             }
         }
     }
-    match got {
-        Some(j) => {
-            plain.steals.fetch_add(1, Relaxed);
-            let saved = c.deadline.replace(j.deadline);
-            // SAFETY: the job's owner waits for it.
-            unsafe { (j.exec)(j.ptr) };
-            c.deadline.set(saved);
-            true
-        }
-        None => false,
-    }
+    got
 }
 
 fn wake_one(sh: &Shared) {
+    // Claim one parked worker (its flag goes false here), so that pushes racing with its
+    // wake-up do not unpark it again and again.
     for (i, p) in sh.plain.parked.iter().enumerate() {
-        if p.load(SeqCst) {
+        if p.compare_exchange(true, false, SeqCst, Relaxed).is_ok() {
             if let Some(t) = sh.workers[i].thread.get() {
                 t.unpark();
             }
@@ -270,18 +291,39 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> bool {
     let c = unsafe { &*c };
     let plain = &sh.plain;
     let until = Instant::now() + IDLE_SPIN;
-    loop {
+    // Counted as spinning only while looking: a worker running what it found is not going
+    // to pick up the next push.
+    plain.spinning.fetch_add(1, SeqCst);
+    let found = loop {
         if let Some(j) = c.deque.pop() {
+            break Some((j, false));
+        }
+        if let Some(j) = steal(c, plain) {
+            break Some((j, true));
+        }
+        if Instant::now() >= until || sh.stop.load(Relaxed) {
+            break None;
+        }
+        std::hint::spin_loop();
+    };
+    let left = plain.spinning.fetch_sub(1, SeqCst) - 1;
+    if found.is_some() && left == 0 && plain.sleeping.load(SeqCst) > 0 {
+        // The last awake idle worker found work: there may be more, wake a sleeper to look
+        // (Rayon's rule), so a burst of forks ramps up one wake-up at a time per thief
+        // instead of one per push.
+        wake_one(sh);
+    }
+    match found {
+        Some((j, true)) => {
+            run_stolen(c, plain, j);
+            return true;
+        }
+        Some((j, false)) => {
+            // SAFETY: the job's owner waits for it.
             unsafe { (j.exec)(j.ptr) };
             return true;
         }
-        if steal_one(c, plain) {
-            return true;
-        }
-        if Instant::now() >= until || sh.stop.load(Relaxed) {
-            break;
-        }
-        std::hint::spin_loop();
+        None => {}
     }
     plain.parked[core].store(true, SeqCst);
     plain.sleeping.fetch_add(1, SeqCst);
@@ -344,7 +386,7 @@ impl<'env> Scope<'env> {
         });
         // SAFETY: the Shared outlives its workers.
         let sh = unsafe { &*c.shared };
-        if sh.plain.sleeping.load(SeqCst) > 0 {
+        if sh.plain.should_wake() {
             wake_one(sh);
         }
     }
@@ -421,7 +463,7 @@ pub(crate) fn install<F: FnOnce() -> R + Send, R: Send>(sh: &Shared, f: F) -> R 
         exec: InstallJob::<F, R>::execute,
         deadline: u64::MAX,
     });
-    if sh.plain.sleeping.load(SeqCst) > 0 {
+    if sh.plain.should_wake() {
         wake_one(sh);
     }
     let mut done = job.gate.lock();
