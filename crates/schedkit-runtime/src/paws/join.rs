@@ -301,7 +301,7 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> bool {
         if let Some(j) = steal(c, plain) {
             break Some((j, true));
         }
-        if Instant::now() >= until || sh.stop.load(Relaxed) {
+        if sh.workers[core].kick.load(Relaxed) || Instant::now() >= until || sh.stop.load(Relaxed) {
             break None;
         }
         std::hint::spin_loop();
@@ -327,7 +327,7 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> bool {
     }
     plain.parked[core].store(true, SeqCst);
     plain.sleeping.fetch_add(1, SeqCst);
-    let work = plain.has_work();
+    let work = plain.has_work() || sh.workers[core].kick.swap(false, SeqCst);
     if !work {
         std::thread::park_timeout(Duration::from_millis(20));
     }

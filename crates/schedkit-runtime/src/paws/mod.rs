@@ -164,6 +164,9 @@ pub(crate) struct WorkerSlot {
     /// Set (under the state lock) when the dispatcher wants this core's running entry to stop
     /// at its next preemption point; cleared when the core picks.
     pub preempt: CachePadded<AtomicBool>,
+    /// Set when the dispatcher hands this idle core work (or asks it to look): an idle
+    /// worker looking for plain work stops looking at once.
+    pub kick: CachePadded<AtomicBool>,
     pub thread: OnceLock<Thread>,
 }
 
@@ -194,6 +197,7 @@ impl Shared {
         match n {
             Notify::Nothing => {}
             Notify::Wake(c) => {
+                self.workers[c].kick.store(true, SeqCst);
                 if let Some(t) = self.workers[c].thread.get() {
                     t.unpark();
                 }
@@ -252,6 +256,7 @@ impl RtPool {
             workers: (0..n)
                 .map(|_| WorkerSlot {
                     preempt: CachePadded::new(AtomicBool::new(false)),
+                    kick: CachePadded::new(AtomicBool::new(false)),
                     thread: OnceLock::new(),
                 })
                 .collect(),

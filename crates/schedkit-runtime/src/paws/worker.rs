@@ -349,6 +349,8 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
     drop(ready);
     let mut st = sh.state.lock();
     loop {
+        // Whatever woke us is being looked at now.
+        sh.workers[core].kick.store(false, Relaxed);
         let Some((item, origin)) = st.sched.pick(core) else {
             if sh.stop.load(SeqCst) && st.in_flight == 0 {
                 break;
