@@ -1430,13 +1430,6 @@ impl FairRun {
             pin_first_seen: name == PolicyName::GlobalFair,
             old_class: sched::get_thread(0).ok(),
         };
-        // The engine thread samples, ticks and serves the socket: it must not queue behind
-        // the job threads whose weights it raises (twrs gives nice -13 to a lone thread among
-        // fifty), or every period comes late. SCHED_FIFO 10 where allowed, as gang does; job
-        // threads are set SCHED_OTHER by their placement. Put back in `finish`.
-        if sched::set_thread(0, Policy::Fifo { priority: 10 }).is_err() {
-            eprintln!("schedkit: warning: {name}: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); controller periods may be late under load");
-        }
         if name == PolicyName::ProcessFair || tenants {
             let mut cg = crate::cgroup::CpuGroups::create(roots, journal)?;
             cg.set_parent_load(
@@ -1496,6 +1489,14 @@ impl FairRun {
         }
         if run.controller.is_none() {
             run.next_tick = u64::MAX; // process-fair: the cgroups do it all
+        }
+        // The engine thread samples, ticks and serves the socket: it must not queue behind the
+        // job threads whose weights it raises (twrs gives nice -13 to a lone thread among
+        // fifty), or every period comes late. SCHED_FIFO 10 where allowed, as gang does; job
+        // threads are set SCHED_OTHER by their placement. Put back in `finish`; set last, so
+        // that a failure above leaves the class alone.
+        if sched::set_thread(0, Policy::Fifo { priority: 10 }).is_err() {
+            eprintln!("schedkit: warning: {name}: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); controller periods may be late under load");
         }
         Ok(run)
     }
