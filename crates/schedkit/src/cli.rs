@@ -170,6 +170,15 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
     let keep_trace = a.gantt.is_some() || a.trace.is_some();
     let (report, trace, stats) = schedkit_sim::simulate_report(&scenario, keep_trace)?;
     output::emit(&report, &a.report)?;
+    // The dispatcher's own counters (PAWS and WS steals, ...) after the shared table.
+    if !a.report.json && !a.report.csv && !stats.policy_counters.is_empty() {
+        let c: Vec<String> = stats
+            .policy_counters
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        println!("\n{} counters: {}", report.policy, c.join(", "));
+    }
     if let Some(trace) = trace {
         output::write_trace_outputs(
             &scenario,

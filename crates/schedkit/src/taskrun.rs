@@ -331,6 +331,10 @@ pub fn render_extra(policy: PolicyName, run: &RealRun) -> String {
                 .map_or("-".into(), |v| format!("{:.1}", v as f64 / 1e3)),
         );
     }
+    if run.task_cpu.iter().any(Option::is_none) {
+        out +=
+            "cpu ms per task: not measured (the pool accounts CPU time per worker, not per task)\n";
+    }
     for w in &run.warnings {
         out += &format!("warning: {w}\n");
     }
