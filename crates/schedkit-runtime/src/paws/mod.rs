@@ -6,7 +6,7 @@
 //! use schedkit_runtime::paws::{Mode, RtConfig, RtPool};
 //! use std::time::Duration;
 //!
-//! let pool = RtPool::new(RtConfig::new(Mode::Paws)).unwrap();
+//! let mut pool = RtPool::new(RtConfig::new(Mode::Paws)).unwrap();
 //! pool.periodic("control", Duration::from_millis(10), Duration::from_millis(8), |job| {
 //!     job.work(Duration::from_micros(300));                 // sequential part
 //!     job.parallel(4, |i| { let _ = i; schedkit_runtime::paws::spin(50_000) });
