@@ -304,7 +304,10 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> bool {
         if sh.workers[core].kick.load(Relaxed) || Instant::now() >= until || sh.stop.load(Relaxed) {
             break None;
         }
-        std::hint::spin_loop();
+        // Yield rather than spin: the thread that will push the next work (a caller woken
+        // from `install`) may be waiting for this CPU. A SCHED_FIFO worker yields only to
+        // threads of its own priority, so real-time behaviour is unchanged.
+        std::thread::yield_now();
     };
     let left = plain.spinning.fetch_sub(1, SeqCst) - 1;
     if found.is_some() && left == 0 && plain.sleeping.load(SeqCst) > 0 {
