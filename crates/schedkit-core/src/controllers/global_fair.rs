@@ -44,7 +44,20 @@
 //!
 //! A pair the shuttle rule does not cover (fewer than two extra threads on the heavier core)
 //! gets a one-off placement repair once the lags show that CFS left it alone
-//! ([`GlobalFair::repair`]).
+//! ([`GlobalFair::repair`]); a lone thread on a core that is behind GPS trades places with
+//! the other core's threads ([`GlobalFair::swap_lone`]).
+//!
+//! Observed capacity (schedkit's generalisation for real cores, where work outside the job
+//! shares the CPUs). Eq. 4.1 counts weights only, as if every core gave the job all its time.
+//! On a real machine a core that other work loads gives the job's threads less, so the
+//! controller measures, for every core, the CPU time its job threads actually received per
+//! period (only over periods in which the same threads stayed runnable on it, so that
+//! arrivals, blocking and moves do not read as lost capacity), smooths it (EWMA, 1/4), and
+//! ranks cores by *effective* load `load / capacity`: a core that gives the job 60 % of its
+//! time with 1024 on it counts as 1707, heavier than 4 x 335 on a core of its own. In the
+//! simulator every busy core gives the job all its time, the capacity stays 1 and the
+//! ranking is eq. 4.1's. Capacities above 0.9 count as 1, so that timer-tick noise does not
+//! reorder cores of equal weight.
 //!
 //! This is a bang-bang control of the duty cycle: it settles at the fraction that gives GPS
 //! rates (54 % out for 1024 + 4 x 335), still moves at most one thread per pair per period,
@@ -98,6 +111,12 @@ pub struct GlobalFair {
     /// Scratch: (weight, cap) of runnable threads for the water-fill, and their ids.
     fill: Vec<(f64, f64)>,
     fill_ids: Vec<u64>,
+    /// Observed share of each core that the job's threads received (EWMA, 1 = all of it).
+    capacity: Vec<f64>,
+    /// Snapshot time of the previous tick.
+    prev_now: Option<Nanos>,
+    /// Core and runnable state of every thread at the previous tick.
+    prev_place: HashMap<u64, (Option<usize>, bool)>,
 }
 
 impl GlobalFair {
@@ -114,13 +133,117 @@ impl GlobalFair {
             accounts: HashMap::new(),
             fill: Vec::new(),
             fill_ids: Vec::new(),
+            capacity: Vec::new(),
+            prev_now: None,
+            prev_place: HashMap::new(),
         }
+    }
+
+    /// Updates each core's observed capacity from the CPU time its job threads received since
+    /// the previous tick (see the module docs). A core counts only when every thread on it now
+    /// was runnable on it at the previous tick too and at least one is runnable.
+    fn observe_capacity(&mut self, snap: &Snapshot, delta: &HashMap<u64, f64>) {
+        let cores = snap.cores;
+        self.capacity.resize(cores, 1.0);
+        let elapsed = self.prev_now.map(|p| snap.now.0.saturating_sub(p.0) as f64);
+        if let Some(elapsed) = elapsed.filter(|&e| e > 0.0) {
+            let mut got = vec![0.0f64; cores];
+            let mut steady = vec![true; cores];
+            let mut any = vec![false; cores];
+            for t in snap.threads {
+                let Some(c) = t.core.filter(|&c| c < cores) else {
+                    continue;
+                };
+                let stayed = self.prev_place.get(&t.id) == Some(&(Some(c), true));
+                steady[c] &= t.runnable && stayed;
+                any[c] |= t.runnable;
+                got[c] += delta.get(&t.id).copied().unwrap_or(0.0);
+            }
+            for c in 0..cores {
+                if steady[c] && any[c] {
+                    let seen = (got[c] / elapsed).clamp(0.05, 1.0);
+                    self.capacity[c] += (seen - self.capacity[c]) / 4.0;
+                }
+            }
+        }
+        self.prev_now = Some(snap.now);
+        self.prev_place.clear();
+        self.prev_place
+            .extend(snap.threads.iter().map(|t| (t.id, (t.core, t.runnable))));
+    }
+
+    /// Observed capacity of `core` as the ranking uses it (above 0.9: a whole core).
+    fn cap(&self, core: usize) -> f64 {
+        match self.capacity.get(core) {
+            Some(&c) if c < 0.9 => c,
+            _ => 1.0,
+        }
+    }
+
+    /// A lone thread on a core whose capacity the job does not get (effective load above the
+    /// other core's) and which has been owed more than half a period of CPU time while the
+    /// other core's threads are as far ahead: it moves to the other core, and that core's
+    /// lightest threads (furthest ahead of GPS first) come over while that lowers the larger
+    /// effective load of the two. The shuttle rule cannot help here (the heavy core has one
+    /// thread to give), and on a stock kernel CFS's balancer would not make this move either:
+    /// the job's threads are pinned. Returns whether it acted.
+    fn swap_lone(&self, snap: &Snapshot, owed: usize, other: usize, out: &mut Vec<Action>) -> bool {
+        let threshold = self.period.0 as f64 / 2.0;
+        if self.nr[owed] != 1
+            || self.core_lag(snap, owed) <= threshold
+            || self.core_lag(snap, other) >= -threshold
+        {
+            return false;
+        }
+        let Some(lone) = snap
+            .threads
+            .iter()
+            .find(|t| t.runnable && t.core == Some(owed))
+        else {
+            return false;
+        };
+        let (co, cx) = (self.cap(owed), self.cap(other));
+        let (mut lo, mut lx) = (0.0, (self.load[other] + lone.weight) as f64);
+        let mut back: Vec<(u64, f64, u64)> = snap
+            .threads
+            .iter()
+            .filter(|t| t.runnable && t.core == Some(other))
+            .map(|t| (t.weight, self.lag(t.id), t.id))
+            .collect();
+        back.sort_by(|a, b| {
+            (a.0, a.1, a.2)
+                .partial_cmp(&(b.0, b.1, b.2))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        let mut moves = vec![Action::Migrate {
+            thread: lone.id,
+            core: other,
+        }];
+        for (w, _, id) in back {
+            let w = w as f64;
+            let (now, then) = ((lo / co).max(lx / cx), ((lo + w) / co).max((lx - w) / cx));
+            if then >= now {
+                break;
+            }
+            lo += w;
+            lx -= w;
+            moves.push(Action::Migrate {
+                thread: id,
+                core: owed,
+            });
+        }
+        if moves.len() < 2 {
+            return false; // nothing would come back: the lone thread would only share a core
+        }
+        out.extend(moves);
+        true
     }
 
     /// Brings every thread's GPS account up to this snapshot (see the module docs).
     fn account(&mut self, snap: &Snapshot) {
         let tick = self.ticks;
         let mut delivered = 0.0;
+        let mut delta: HashMap<u64, f64> = HashMap::with_capacity(snap.threads.len());
         for t in snap.threads {
             let a = self.accounts.entry(t.id).or_insert(Account {
                 ideal: 0.0,
@@ -133,7 +256,9 @@ impl GlobalFair {
             a.last_cpu = t.cpu;
             a.seen = tick;
             delivered += d;
+            delta.insert(t.id, d);
         }
+        self.observe_capacity(snap, &delta);
         self.accounts.retain(|_, a| a.seen == tick);
         self.fill.clear();
         self.fill_ids.clear();
@@ -258,12 +383,22 @@ impl Controller for GlobalFair {
         let total: u64 = self.load.iter().sum();
         self.order.clear();
         self.order.extend(0..cores);
-        let load = &self.load;
-        self.order.sort_by_key(|&c| (std::cmp::Reverse(load[c]), c));
+        // Effective load (eq. 4.1 over the observed capacity, see the module docs).
+        let eff: Vec<f64> = (0..cores)
+            .map(|c| self.load[c] as f64 / self.cap(c))
+            .collect();
+        self.order.sort_by(|&a, &b| {
+            eff[b]
+                .partial_cmp(&eff[a])
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.cmp(&b))
+        });
         for i in 0..cores / 2 {
             let (heavy, light) = (self.order[i], self.order[cores - 1 - i]);
             if self.nr[heavy] < self.nr[light] + 2 {
-                self.repair(snap, heavy, light, out);
+                if !self.swap_lone(snap, heavy, light, out) {
+                    self.repair(snap, heavy, light, out);
+                }
                 continue;
             }
             // The lightest weight on the heavy core, and the shuttle among those threads.
@@ -460,5 +595,44 @@ mod tests {
         // moves to core 1, giving the thesis's 1 + 4.
         run(&mut threads, 5);
         assert_eq!(tick(&threads), vec![Action::Migrate { thread: 1, core: 1 }]);
+    }
+
+    #[test]
+    fn a_lone_thread_on_a_core_that_other_work_loads_trades_places() {
+        let sc = Scenario::parse("t.toml", "cores = 2\n[policy]\nname = \"global-fair\"\n")
+            .expect("scenario");
+        let mut g = GlobalFair::new(Nanos::from_ms(20), 125);
+        // T1 alone on core 0, which other work holds 40 % of the time; 4 x 335 on core 1.
+        let mut threads = vec![view(0, 0, 1024)];
+        threads.extend((1..5).map(|i| view(i, 1, 335)));
+        let mut moved = Vec::new();
+        for k in 0..40u64 {
+            let snap = Snapshot {
+                now: Nanos::from_ms(20 * k),
+                cores: 2,
+                threads: &threads,
+                group_weights: &[],
+                scenario: &sc,
+            };
+            g.tick(&snap, &mut moved);
+            if !moved.is_empty() {
+                break;
+            }
+            threads[0].cpu = Nanos(threads[0].cpu.0 + 12_000_000);
+            for t in &mut threads[1..] {
+                t.cpu = Nanos(t.cpu.0 + 5_000_000);
+            }
+        }
+        assert!(
+            g.cap(0) < 0.9 && g.cap(1) == 1.0,
+            "capacities {:?}",
+            g.capacity
+        );
+        // T1 goes to the whole core, three 335s come over: 1005 / 0.6-0.7 against 1359.
+        assert_eq!(moved[0], Action::Migrate { thread: 0, core: 1 });
+        assert_eq!(moved.len(), 4, "{moved:?}");
+        assert!(moved[1..]
+            .iter()
+            .all(|a| matches!(a, Action::Migrate { thread, core: 0 } if *thread != 0)));
     }
 }
