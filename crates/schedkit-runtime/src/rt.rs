@@ -50,7 +50,7 @@ use std::cell::{Cell, RefCell, UnsafeCell};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -218,6 +218,12 @@ impl Drop for Fiber {
 /// Per-ST state that other threads touch.
 pub(crate) struct Worker {
     queue: SegQueue<Box<Fiber>>,
+    /// Fibers bound to this ST ([`Handle::spawn_on`]) made ready by another thread: a Treiber
+    /// stack through the fibers' own `link` (free while a fiber is not blocked), which the ST
+    /// takes whole. One cache line moves per cross-ST hand-off, against the queue's head,
+    /// tail and slot lines; nobody steals bound fibers, so nothing is lost by keeping them
+    /// out of the stealable queue.
+    inbox: CachePadded<AtomicPtr<Fiber>>,
     sleeping: AtomicBool,
     /// A1: a primitive this ST registered with was set.
     notified: AtomicBool,
@@ -412,6 +418,7 @@ impl Runtime {
         let workers = (0..n)
             .map(|_| Worker {
                 queue: SegQueue::new(),
+                inbox: CachePadded::new(AtomicPtr::new(std::ptr::null_mut())),
                 sleeping: AtomicBool::new(false),
                 notified: AtomicBool::new(false),
                 thread: OnceLock::new(),
@@ -618,6 +625,23 @@ impl Shared {
         }
         let w = &self.workers[f.home];
         let bound = f.bound;
+        if bound {
+            let p = Box::into_raw(f);
+            let mut head = w.inbox.load(Relaxed);
+            loop {
+                // SAFETY: `p` is ours until the exchange publishes it.
+                unsafe { (*p).link.set(head) };
+                // SeqCst: pairs with the ST's "sleeping, then look at the inbox" (Dekker).
+                match w.inbox.compare_exchange_weak(head, p, SeqCst, Relaxed) {
+                    Ok(_) => break,
+                    Err(h) => head = h,
+                }
+            }
+            if w.sleeping.load(SeqCst) {
+                self.unpark(w);
+            }
+            return;
+        }
         w.queue.push(f);
         if w.sleeping.load(SeqCst) {
             self.unpark(w);
@@ -768,6 +792,9 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
     }
     ST.with(|s| s.set(std::ptr::null()));
     // Fibers left over (deadlocked or never joined) are dropped with the queues.
+    while let Some(f) = take_inbox(me) {
+        drop(f);
+    }
     let mut local = ctx.local.borrow_mut();
     local.timers.clear();
     local.a1_blocked.clear();
@@ -777,6 +804,7 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
 
 fn has_work(sh: &Shared, index: usize) -> bool {
     sh.workers.iter().any(|w| !w.queue.is_empty())
+        || !sh.workers[index].inbox.load(SeqCst).is_null()
         || sh.workers[index].notified.load(SeqCst)
         || sh.workers[index].timers.load(Relaxed) > 0 && timer_due(index)
 }
@@ -794,10 +822,13 @@ fn timer_due(_index: usize) -> bool {
         .is_some_and(|Reverse((t, _, _))| *t <= Instant::now())
 }
 
-/// Own queue first, then steal from the others, starting after ourselves. A stolen fiber
-/// bound to its ST goes back to that ST's queue.
+/// Own queue first, then own inbox, then steal from the others, starting after ourselves. A
+/// stolen fiber bound to its ST goes back to that ST's queue.
 fn next_fiber(sh: &Shared, index: usize) -> Option<Box<Fiber>> {
     if let Some(f) = sh.workers[index].queue.pop() {
+        return Some(f);
+    }
+    if let Some(f) = take_inbox(&sh.workers[index]) {
         return Some(f);
     }
     let n = sh.workers.len();
@@ -817,11 +848,41 @@ fn next_fiber(sh: &Shared, index: usize) -> Option<Box<Fiber>> {
     None
 }
 
-/// Expired timers and A1 notifications; true if it made a fiber ready.
+/// Takes the whole inbox: returns its oldest fiber and queues the others behind it.
+fn take_inbox(w: &Worker) -> Option<Box<Fiber>> {
+    let mut p = w.inbox.swap(std::ptr::null_mut(), Acquire);
+    if p.is_null() {
+        return None;
+    }
+    // Reverse the stack so the oldest comes first.
+    let mut fifo: *mut Fiber = std::ptr::null_mut();
+    while !p.is_null() {
+        // SAFETY: inbox nodes are fibers published by `push_ready`, now ours.
+        let next = unsafe { (*p).link.get() };
+        unsafe { (*p).link.set(fifo) };
+        fifo = p;
+        p = next;
+    }
+    let first = unsafe { Box::from_raw(fifo) };
+    let mut rest = first.link.replace(std::ptr::null_mut());
+    while !rest.is_null() {
+        let f = unsafe { Box::from_raw(rest) };
+        rest = f.link.replace(std::ptr::null_mut());
+        w.queue.push(f);
+    }
+    Some(first)
+}
+
+/// Expired timers, the inbox and A1 notifications; true if it made a fiber ready.
 fn service(ctx: &StCtx) -> bool {
     let sh = &*ctx.shared;
     let me = &sh.workers[ctx.index];
     let mut made = false;
+    // A queue that never empties must not keep inbox fibers waiting.
+    if let Some(f) = take_inbox(me) {
+        me.queue.push(f);
+        made = true;
+    }
     if me.timers.load(Relaxed) > 0 {
         let now = Instant::now();
         let mut local = ctx.local.borrow_mut();
