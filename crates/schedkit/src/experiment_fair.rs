@@ -24,7 +24,9 @@
 //! it.
 //!
 //! **How lag is computed for real runs.** The engine samples every job thread's schedstat
-//! run time every `--sample` (5 ms by default) and turns the samples into the same trace
+//! run time every `--sample` (`auto` by default: every 5 ms, longer, up to the SPEC's 10 ms,
+//! when sampling would cost more than 1 % of a core; the run reports the periods it used)
+//! and turns the samples into the same trace
 //! events as the simulator (see `schedkit_linux::engine`); the report fold
 //! (`schedkit_core::report::Metrics`) integrates GPS over the same window. Per-thread CPU
 //! time is exact at sample instants; inside an interval the engine spreads it evenly, so the
@@ -59,8 +61,10 @@ pub struct FairCommon {
     /// Length of each run.
     #[arg(long, default_value = "10s")]
     pub duration: String,
-    /// Sampling period of the real engine (per-thread CPU time; lag resolution).
-    #[arg(long, default_value = "5ms")]
+    /// Sampling period of the real engine (per-thread CPU time; lag resolution): a duration
+    /// up to 10ms, fixed, or `auto`: 5 ms, lengthened up to 10 ms while sampling would cost
+    /// more than 1 % of one core.
+    #[arg(long, default_value = "auto")]
     pub sample: String,
     /// Controller period (`policy.period`) of pfs/tfps/twrs/tenants/global-fair, real and
     /// simulated. Default: 100 ms (20 ms for global-fairness).
@@ -289,6 +293,11 @@ pub struct Cell {
     /// The controller loop's CPU time in % of one core, as the engine measures it
     /// (getrusage per tick; fair-share policies only).
     pub controller_cpu_pct: Option<f64>,
+    /// The sampler's own CPU time in % of one core, as the engine measures it (thread CPU
+    /// clock around each sample; real runs).
+    pub sampler_cpu_pct: Option<f64>,
+    /// Mean period between samples, ms (the lag figures' resolution; real runs).
+    pub sample_mean_ms: Option<f64>,
     /// Recovery after the mid-run change, seconds (`None`: never within the tolerance).
     pub recovery_s: Option<Option<f64>>,
     /// The tracked entity's median windowed share before the change (windows from half-way to
@@ -404,6 +413,21 @@ pub fn recovery(
     None
 }
 
+/// `--sample`: `auto` (5 ms, adapting up to 10 ms to a budget of 1 % of one core) or a
+/// fixed period up to 10 ms.
+fn parse_sample(s: &str) -> Result<(Duration, Option<f64>), Failure> {
+    if s == "auto" {
+        return Ok((Duration::from_millis(5), Some(0.01)));
+    }
+    let n = Nanos::parse(s).map_err(|m| bad(format!("--sample: {m}")))?;
+    if n.0 == 0 || n > Nanos::from_ms(10) {
+        return Err(bad(
+            "--sample: `auto` or a duration between 1ns and 10ms".into()
+        ));
+    }
+    Ok((Duration::from_nanos(n.0), None))
+}
+
 /// CPU time of this process (all its threads, living or exited), ns.
 fn own_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -436,7 +460,7 @@ enum Real {
 /// engine time `at` (the engine's clock is tied to ours through the progress callback).
 fn real_run(
     sc: &Scenario,
-    sample: Duration,
+    (sample, budget): (Duration, Option<f64>),
     perf: bool,
     ctl: Option<CtlChange>,
 ) -> Result<Real, Failure> {
@@ -446,6 +470,7 @@ fn real_run(
     };
     let mut opts = RunOptions::new(policy);
     opts.sample = sample;
+    opts.sample_budget = budget;
     opts.perf = perf;
     // The engine's time origin, in our clock: known from the first progress call.
     let origin: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
@@ -608,6 +633,8 @@ fn cell(
         migrations_exact: migrations.1,
         own_cpu_pct: own_cpu_ns.map(|n| n as f64 / end.0.max(1) as f64 * 100.0),
         controller_cpu_pct: None,
+        sampler_cpu_pct: None,
+        sample_mean_ms: None,
         recovery_s: None,
         before_share: None,
         first_in_band_s: None,
@@ -728,11 +755,7 @@ fn real_cell(
     ctl: Option<CtlChange>,
     perf: bool,
 ) -> Result<Result<Cell, String>, Failure> {
-    let sample = Duration::from_nanos(
-        Nanos::parse(&c.sample)
-            .map_err(|m| bad(format!("--sample: {m}")))?
-            .0,
-    );
+    let sample = parse_sample(&c.sample)?;
     let (o, own, sent, ctl_err) = match real_run(sc, sample, perf, ctl.clone())? {
         Real::Unavailable(m) => return Ok(Err(m)),
         Real::Done(o, own, sent, err) => (o, own, sent, err),
@@ -777,6 +800,8 @@ fn real_cell(
         "real", config, &sc2, &report, &o.events, o.end, by, migrations, own, track, applied,
     );
     c.controller_cpu_pct = controller;
+    c.sampler_cpu_pct = Some(o.sampler.cpu_pct());
+    c.sample_mean_ms = Some(o.sampler.mean_period_ns() as f64 / 1e6);
     Ok(Ok(c))
 }
 
@@ -873,10 +898,7 @@ fn setup(c: &FairCommon, default_period: Nanos) -> Result<Setup, Failure> {
     if period.0 == 0 {
         return Err(bad("--period: must be positive".into()));
     }
-    let sample = Nanos::parse(&c.sample).map_err(|m| bad(format!("--sample: {m}")))?;
-    if sample.0 == 0 || sample > Nanos::from_ms(10) {
-        return Err(bad("--sample: between 1ns and 10ms".into()));
-    }
+    parse_sample(&c.sample)?;
     if c.repeat == 0 {
         return Err(bad("--repeat: at least 1".into()));
     }
@@ -1309,13 +1331,20 @@ pub fn greedy(a: GreedyArgs) -> Result<(), Failure> {
     if !cost.is_empty() {
         println!(
             "\nController cost: 4 processes x 25 busy threads (100), period 100 ms, {} s, in % of one core: the controller \
-             loop as the engine measures it (getrusage around each tick), and all of schedkit between the first and the last \
-             sample (the sampler reading /proc every {} + the controller). The sampler dominates, and it only samples as often \
-             as it gets a CPU: under default, 100 busy nice-0 threads crowd it out, so its figure is not a baseline",
+             loop and the sampler as the engine measures them (its thread's CPU clock around each tick and each sample; \
+             --sample {}; mean period between samples), and all of schedkit between the first and the last sample. The \
+             sampler only samples as often as it gets a CPU: under default, 100 busy nice-0 threads crowd it out, so its \
+             figure is not a baseline",
             cost_h.0 / 1_000_000_000,
             c.sample
         );
-        let mut t = output::table(&["real policy", "controller %", "schedkit %"]);
+        let mut t = output::table(&[
+            "real policy",
+            "controller %",
+            "sampler %",
+            "sample every ms",
+            "schedkit %",
+        ]);
         for r in &cost {
             if r.cells.is_empty() {
                 continue;
@@ -1333,6 +1362,8 @@ pub fn greedy(a: GreedyArgs) -> Result<(), Failure> {
                 } else {
                     fmt_ci(&ctl, 3)
                 },
+                fmt_ci(&r.col(|x| x.sampler_cpu_pct.unwrap_or(f64::NAN)), 3),
+                fmt_ci(&r.col(|x| x.sample_mean_ms.unwrap_or(f64::NAN)), 2),
                 fmt_ci(&v, 3),
             ]);
         }
@@ -1669,6 +1700,21 @@ pub fn global_fairness(a: GlobalArgs) -> Result<(), Failure> {
         unavailable_lines(&rows.iter().map(|r| r.clone_meta()).collect::<Vec<_>>())
     );
     println!("(migrations \"(seen)\": CPU changes between samples, a lower bound; otherwise perf's cpu-migrations)");
+    for r in rows
+        .iter()
+        .filter(|r| r.engine == "real" && !r.cells.is_empty())
+    {
+        let v: Vec<f64> = r.cells.iter().filter_map(|x| x.sample_mean_ms).collect();
+        let sc: Vec<f64> = r.cells.iter().filter_map(|x| x.sampler_cpu_pct).collect();
+        if !v.is_empty() {
+            println!(
+                "(real {}: sampled every {:.2} ms on average, the lag figures' resolution; sampler {:.3} % of one core)",
+                r.policy,
+                median(&v),
+                median(&sc)
+            );
+        }
+    }
     println!("\nTargets (medians of the real runs):");
     match rows
         .iter()
