@@ -2,34 +2,12 @@
 //! kind of bad input (exit status 2, one located line on stderr, never a panic), the Gantt
 //! SVG, the Chrome trace and `compare`.
 
+mod common;
+
+use common::{json_of, schedkit};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_schedkit");
-
-/// The repository root (examples live there).
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn schedkit(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run schedkit")
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
-}
+use std::path::Path;
+use std::process::Command;
 
 #[test]
 fn textbook_examples_give_the_books_average_waiting_times() {

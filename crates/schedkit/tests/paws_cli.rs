@@ -5,42 +5,15 @@
 //! Real runs need root (SCHED_DEADLINE, SCHED_FIFO workers); they print why they skip
 //! otherwise. They run one at a time: two real-time runs at once would disturb each other.
 
+mod common;
+
+use common::{is_root, json_of, schedkit, BIN};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use std::sync::Mutex;
 
-const BIN: &str = env!("CARGO_BIN_EXE_schedkit");
 static MACHINE: Mutex<()> = Mutex::new(());
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-}
-
-fn schedkit(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run schedkit")
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
-}
 
 fn task<'a>(r: &'a Value, name: &str) -> &'a Value {
     r["threads"]

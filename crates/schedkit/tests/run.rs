@@ -12,19 +12,13 @@ use std::time::{Duration, Instant};
 
 static MACHINE: Mutex<()> = Mutex::new(());
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_schedkit")
-}
+mod common;
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-}
+use common::{is_root, BIN};
 
+/// Runs `schedkit ARGS` with its journal in `state` (so a test's restore sees only its own).
 fn schedkit(args: &[&str], state: &Path) -> Output {
-    Command::new(bin())
+    Command::new(BIN)
         .args(args)
         .env("SCHEDKIT_STATE_DIR", state)
         .output()
@@ -221,7 +215,7 @@ fn sigkilled_exclusive_run_is_undone_by_restore() {
     let mut bystander = Command::new("sleep").arg("30").spawn().unwrap();
     let by = bystander.id() as i32;
     let before = machine_state(&[1, by]);
-    let mut run = Command::new(bin())
+    let mut run = Command::new(BIN)
         .args([
             "run",
             "--exclusive",
@@ -310,7 +304,7 @@ fn without_privileges_explicit_features_exit_3_and_implicit_ones_fall_back() {
                 "--regid=65534",
                 "--clear-groups",
                 "--inh-caps=-all",
-                bin(),
+                BIN,
             ])
             .args(args)
             .env("SCHEDKIT_STATE_DIR", &state)
@@ -320,7 +314,7 @@ fn without_privileges_explicit_features_exit_3_and_implicit_ones_fall_back() {
     if !unpriv(&["--version"]).status.success() {
         eprintln!(
             "skipped: user nobody cannot execute {} (a parent directory is private)",
-            bin()
+            BIN
         );
         return;
     }
@@ -350,16 +344,13 @@ fn without_privileges_explicit_features_exit_3_and_implicit_ones_fall_back() {
 
 #[test]
 fn topo_json_describes_this_machine() {
-    let out = Command::new(bin())
-        .args(["topo", "--json"])
-        .output()
-        .unwrap();
+    let out = Command::new(BIN).args(["topo", "--json"]).output().unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     assert_eq!(v["online"], online.trim());
     assert!(!v["cpus"].as_array().unwrap().is_empty());
-    let table = Command::new(bin()).arg("topo").output().unwrap();
+    let table = Command::new(BIN).arg("topo").output().unwrap();
     assert!(String::from_utf8_lossy(&table.stdout).contains("SMT siblings"));
 }
 
