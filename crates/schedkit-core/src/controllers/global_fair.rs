@@ -421,6 +421,11 @@ impl Controller for GlobalFair {
             )
             .is_some()
             {
+                // In the thesis's model CFS moves load here. A real run pins every job
+                // thread (the engine's placement), so CFS cannot: once the lags show that the
+                // move did not happen, the controller makes it (in the simulator CFS moves
+                // first and the lags never get that far).
+                self.repair(snap, heavy, light, out);
                 continue;
             }
             // Lag feedback: a light core whose threads are behind GPS keeps them to itself.
@@ -634,5 +639,40 @@ mod tests {
         assert!(moved[1..]
             .iter()
             .all(|a| matches!(a, Action::Migrate { thread, core: 0 } if *thread != 0)));
+    }
+
+    #[test]
+    fn a_move_cfs_would_make_is_made_once_lags_show_it_did_not_happen() {
+        let sc = Scenario::parse("t.toml", "cores = 2\n[policy]\nname = \"global-fair\"\n")
+            .expect("scenario");
+        let mut g = GlobalFair::new(Nanos::from_ms(20), 125);
+        // 1024 + 3 x 335 on core 0, one 335 on core 1 (pinned: CFS cannot even it out).
+        let mut threads = vec![view(0, 0, 1024)];
+        threads.extend((1..4).map(|i| view(i, 0, 335)));
+        threads.push(view(4, 1, 335));
+        let mut tick = |threads: &[ThreadView], ms: u64| {
+            let snap = Snapshot {
+                now: Nanos::from_ms(ms),
+                cores: 2,
+                threads,
+                group_weights: &[],
+                scenario: &sc,
+            };
+            let mut out = Vec::new();
+            g.tick(&snap, &mut out);
+            out
+        };
+        assert!(tick(&threads, 0).is_empty());
+        // One 20 ms period as the kernel shares these queues: core 0 owes its threads 14 ms.
+        for (t, us) in threads
+            .iter_mut()
+            .zip([10_093, 3_302, 3_302, 3_302, 20_000])
+        {
+            t.cpu = Nanos(us * 1000);
+        }
+        assert_eq!(
+            tick(&threads, 20),
+            vec![Action::Migrate { thread: 1, core: 1 }]
+        );
     }
 }
