@@ -2030,9 +2030,10 @@ impl FairRun {
                 .is_ok()
             {
                 self.affinity_journaled.insert(tr.tid);
-                if v.runnable {
-                    load[c] += v.weight;
-                }
+                // Counted even if not runnable at this instant: a thread seen for the first
+                // time has usually just started (seen here blocked in its start-up, several
+                // threads of the global example all went to one CPU).
+                load[c] += v.weight;
                 self.views[k].core = Some(c);
             }
         }
