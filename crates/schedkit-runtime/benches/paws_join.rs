@@ -8,42 +8,13 @@
 //! The README quotes the ratio paws / rayon of the medians.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use schedkit_runtime::paws::{self, Mode, RtConfig, RtPool};
+use schedkit_runtime::paws::{Mode, RtConfig, RtPool};
 use std::hint::black_box;
 
 const N: u64 = 22;
 
-/// The sequential leaves, shared by both sides (not inlined, so both run the same code).
-#[inline(never)]
-fn fib_seq(n: u64) -> u64 {
-    if n < 2 {
-        n
-    } else {
-        fib_seq(n - 1) + fib_seq(n - 2)
-    }
-}
-
-fn fib_paws(n: u64, cutoff: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    if n <= cutoff {
-        return fib_seq(n);
-    }
-    let (a, b) = paws::join(|| fib_paws(n - 1, cutoff), || fib_paws(n - 2, cutoff));
-    a + b
-}
-
-fn fib_rayon(n: u64, cutoff: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    if n <= cutoff {
-        return fib_seq(n);
-    }
-    let (a, b) = rayon::join(|| fib_rayon(n - 1, cutoff), || fib_rayon(n - 2, cutoff));
-    a + b
-}
+mod common;
+use common::{fib_paws, fib_rayon, fib_seq};
 
 fn bench(c: &mut Criterion) {
     let all = std::thread::available_parallelism()

@@ -7,41 +7,13 @@
 //! With `PAWS_GAP_US=g` the program sleeps g us before each run, so both pools start cold
 //! (workers asleep) instead of right after the other pool's run.
 
-use schedkit_runtime::paws::{self, Mode, RtConfig, RtPool};
+use schedkit_runtime::paws::{Mode, RtConfig, RtPool};
 use std::hint::black_box;
 use std::time::Instant;
 
-/// The sequential leaves, shared by both sides (not inlined, so both run the same code).
-#[inline(never)]
-fn fib_seq(n: u64) -> u64 {
-    if n < 2 {
-        n
-    } else {
-        fib_seq(n - 1) + fib_seq(n - 2)
-    }
-}
-
-fn fib_paws(n: u64, cutoff: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    if n <= cutoff {
-        return fib_seq(n);
-    }
-    let (a, b) = paws::join(|| fib_paws(n - 1, cutoff), || fib_paws(n - 2, cutoff));
-    a + b
-}
-
-fn fib_rayon(n: u64, cutoff: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    if n <= cutoff {
-        return fib_seq(n);
-    }
-    let (a, b) = rayon::join(|| fib_rayon(n - 1, cutoff), || fib_rayon(n - 2, cutoff));
-    a + b
-}
+#[path = "../benches/common/mod.rs"]
+mod common;
+use common::{fib_paws, fib_rayon};
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
