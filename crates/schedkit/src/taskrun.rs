@@ -289,16 +289,8 @@ pub fn report_of(scenario: &Scenario, run: &RealRun) -> Report {
     r
 }
 
-/// Percentile (nearest rank) of unsorted values.
-pub fn percentile(values: &[u64], p: f64) -> Option<u64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut v = values.to_vec();
-    v.sort_unstable();
-    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
-    Some(v[rank.clamp(1, v.len()) - 1])
-}
+/// Percentile (nearest rank) of unsorted values: the pool's own statistics use the same.
+pub use schedkit_runtime::paws::stats::percentile;
 
 /// What only a real task-set run knows, after the shared table.
 pub fn render_extra(policy: PolicyName, run: &RealRun) -> String {
@@ -440,15 +432,5 @@ mod tests {
         assert_eq!(r.summary.jobs, 3);
         assert_eq!((r.summary.context_switches, r.summary.migrations), (9, 3));
         assert_eq!(r.window_ns, ms(25));
-    }
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&v, 50.0), Some(50));
-        assert_eq!(percentile(&v, 99.0), Some(99));
-        assert_eq!(percentile(&v, 100.0), Some(100));
-        assert_eq!(percentile(&[7], 1.0), Some(7));
-        assert_eq!(percentile(&[], 50.0), None);
     }
 }
