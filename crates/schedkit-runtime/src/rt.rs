@@ -608,12 +608,17 @@ impl Shared {
     /// Puts `f` on the ready queue of the ST that will run it, waking that ST (or, with
     /// `steal_hint`, an idle one that can steal it) if it sleeps.
     fn push_ready(&self, f: Box<Fiber>, steal_hint: bool) {
-        // Fast path: an ST of this runtime (or a fiber on it) makes a fiber ready while no ST
-        // idles, so nobody would steal it anyway: it goes to this ST's slot and runs next,
-        // while its cache lines are warm.
+        // Fast path: an ST of this runtime (or a fiber on it) makes ready a fiber that last ran
+        // on this ST, while no ST idles (so nobody would steal it anyway): it goes to this ST's
+        // slot and runs next, while its cache lines are warm. A fiber whose home is another ST
+        // goes back there, so a set that wakes many fibers leaves them spread over the STs
+        // instead of piling them on the setter's ST for the others to steal one by one.
         if !f.bound && self.sleepers.load(Relaxed) == 0 {
             let st = current_st();
-            if !st.is_null() && std::ptr::eq(unsafe { &*(*st).shared }, self) {
+            if !st.is_null()
+                && std::ptr::eq(unsafe { &*(*st).shared }, self)
+                && unsafe { (*st).index } == f.home
+            {
                 prefetch_stack(&f);
                 // SAFETY: only this thread touches its ST's slot.
                 let ctx = unsafe { &*st };
