@@ -298,6 +298,13 @@ pub struct Cell {
     pub sampler_cpu_pct: Option<f64>,
     /// Mean period between samples, ms (the lag figures' resolution; real runs).
     pub sample_mean_ms: Option<f64>,
+    /// Real runs: each entity's share of the job's CPU time from the kernel's exact per-thread
+    /// totals (schedstat at the last sample), not from the reconstructed trace. The trace
+    /// spreads a thread's CPU time of one sample interval over the CPU it was last seen on, so
+    /// a thread that moved inside the interval can overfill that CPU, and the overflow is
+    /// scaled away from every thread there: shuttles make the trace-based shares and lags
+    /// of global-fair err (docs/fair-experiments.md).
+    pub exact_share: Option<Vec<f64>>,
     /// Recovery after the mid-run change, seconds (`None`: never within the tolerance).
     pub recovery_s: Option<Option<f64>>,
     /// The tracked entity's median windowed share before the change (windows from half-way to
@@ -635,6 +642,7 @@ fn cell(
         controller_cpu_pct: None,
         sampler_cpu_pct: None,
         sample_mean_ms: None,
+        exact_share: None,
         recovery_s: None,
         before_share: None,
         first_in_band_s: None,
@@ -802,6 +810,23 @@ fn real_cell(
     c.controller_cpu_pct = controller;
     c.sampler_cpu_pct = Some(o.sampler.cpu_pct());
     c.sample_mean_ms = Some(o.sampler.mean_period_ns() as f64 / 1e6);
+    if by == By::Process {
+        let per: Vec<u64> = c
+            .names
+            .iter()
+            .map(|n| {
+                o.threads
+                    .iter()
+                    .filter(|t| &t.process == n)
+                    .map(|t| t.cpu_ns)
+                    .sum()
+            })
+            .collect();
+        let all: u64 = per.iter().sum();
+        if all > 0 {
+            c.exact_share = Some(per.iter().map(|&x| x as f64 / all as f64).collect());
+        }
+    }
     Ok(Ok(c))
 }
 
@@ -1704,6 +1729,34 @@ pub fn global_fairness(a: GlobalArgs) -> Result<(), Failure> {
         .iter()
         .filter(|r| r.engine == "real" && !r.cells.is_empty())
     {
+        // The 10 s error from the kernel's exact per-thread totals (see `Cell::exact_share`).
+        let errs: Vec<f64> = r
+            .cells
+            .iter()
+            .filter_map(|x| {
+                let e = x.exact_share.as_ref()?;
+                Some(
+                    e.iter()
+                        .zip(&x.norm_ideal)
+                        .filter(|(_, i)| **i > 0.0)
+                        .map(|(s, i)| (s - i).abs() / i * 100.0)
+                        .fold(0.0, f64::max),
+                )
+            })
+            .collect();
+        if !errs.is_empty() {
+            let t1: Vec<f64> = r
+                .cells
+                .iter()
+                .filter_map(|x| x.exact_share.as_ref().map(|e| e[0] * 100.0))
+                .collect();
+            println!(
+                "(real {}: from the kernel's exact per-thread CPU totals instead of the trace: largest 10 s error {} %, T1 {} % of the job's CPU)",
+                r.policy,
+                fmt_ci(&errs, 2),
+                fmt_ci(&t1, 2)
+            );
+        }
         let v: Vec<f64> = r.cells.iter().filter_map(|x| x.sample_mean_ms).collect();
         let sc: Vec<f64> = r.cells.iter().filter_map(|x| x.sampler_cpu_pct).collect();
         if !v.is_empty() {
