@@ -80,11 +80,7 @@ fn run_refuses_task_scenarios_it_cannot_run_with_exit_2_and_a_located_line() {
 
 #[test]
 fn sched_deadline_without_privileges_exits_3_and_says_what_to_do() {
-    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
-    let (true, Some(setpriv)) = (is_root(), setpriv) else {
-        eprintln!("skipped: dropping to an unprivileged user needs root and setpriv");
+    let Some(setpriv) = common::setpriv_as_root() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

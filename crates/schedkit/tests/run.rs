@@ -273,11 +273,7 @@ fn sigkilled_exclusive_run_is_undone_by_restore() {
 #[test]
 fn without_privileges_explicit_features_exit_3_and_implicit_ones_fall_back() {
     // Drop to `nobody` with no capabilities (needs root to drop, and setpriv).
-    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
-    let (true, Some(setpriv)) = (is_root(), setpriv) else {
-        eprintln!("skipped: dropping to an unprivileged user needs root and setpriv");
+    let Some(setpriv) = common::setpriv_as_root() else {
         return;
     };
     let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());

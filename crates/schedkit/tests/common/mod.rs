@@ -42,3 +42,16 @@ pub fn json_of(out: &Output) -> Value {
 pub fn is_root() -> bool {
     schedkit_linux::privilege::Privileges::current().root
 }
+
+/// `setpriv`, for dropping to an unprivileged user, when the tests run as root and have it;
+/// `None` (after saying why the caller skips) otherwise.
+pub fn setpriv_as_root() -> Option<&'static str> {
+    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    if !is_root() || setpriv.is_none() {
+        eprintln!("skipped: dropping to an unprivileged user needs root and setpriv");
+        return None;
+    }
+    setpriv
+}
