@@ -16,23 +16,12 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Runs write cgroups named after this process and use its CPUs: one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+mod common;
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+use common::{root, serial};
 
 fn state_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("schedkit-fair-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::state_dir("fair", tag)
 }
 
 fn scenario(text: &str) -> Scenario {

@@ -12,24 +12,12 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The tests share this process's `schedkit-<pid>` cgroups (job numbers overlap): they run
-/// one at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+mod common;
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+use common::{root, serial};
 
 fn state_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("schedkit-freezer-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::state_dir("freezer", tag)
 }
 
 /// A busy process that counts into a file every few ms (progress is visible from outside).
