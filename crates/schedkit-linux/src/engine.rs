@@ -500,6 +500,8 @@ struct Track {
     /// Time of the thread's `Arrive` event: nothing of it is placed earlier.
     arrive_ns: u64,
     prev_run: u64,
+    /// CPU time seen but not yet placed in the trace (it did not fit its interval).
+    carry: u64,
     prev_sw: (u64, u64),
     open_core: Option<usize>,
     last_core: Option<usize>,
@@ -859,6 +861,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         slot: slot_no,
                         arrive_ns: arrive_at,
                         prev_run: 0,
+                        carry: 0,
                         prev_sw: (0, 0),
                         open_core: None,
                         last_core: None,
@@ -1240,13 +1243,75 @@ fn sample(
         let _ = tr.stall_run;
         obs.push(Obs {
             tr: i,
-            ran,
+            ran: ran + std::mem::take(&mut tr.carry),
             pieces: 1 + slices.unwrap_or(dv + di).min(8),
             core,
             runnable,
             finish,
             involuntary: di > 0 || (runnable && slices.is_some_and(|n| n > 0)),
         });
+    }
+    // A thread now on another CPU ran part of the interval on the one it was last seen on.
+    // /proc only says where it is now, so that part is unknown; but where the new CPU cannot
+    // hold all the CPU time seen there, the overflow is that part: it goes back to the old
+    // CPU, as far as that has room, at the start of the interval (when the thread was still
+    // there). Without this, a shuttle move overfills the new CPU and the scaling below takes
+    // the excess away from every thread on it (and from the report's shares and lags).
+    let len = (t1 - t0).max(1);
+    let mut load: BTreeMap<usize, u64> = BTreeMap::new();
+    for o in &obs {
+        *load.entry(o.core).or_default() += o.ran;
+    }
+    // (obs index, old CPU, ns placed there)
+    let mut spills: Vec<(usize, usize, u64)> = Vec::new();
+    for k in 0..obs.len() {
+        let (core, old) = (obs[k].core, tracks[obs[k].tr].last_core);
+        let Some(old) = old.filter(|&c| c != core) else {
+            continue;
+        };
+        let over = load[&core].saturating_sub(len);
+        let room = len.saturating_sub(load.get(&old).copied().unwrap_or(0));
+        let moved = over.min(room).min(obs[k].ran);
+        if moved > 0 {
+            obs[k].ran -= moved;
+            *load.get_mut(&core).unwrap() -= moved;
+            *load.entry(old).or_default() += moved;
+            spills.push((k, old, moved));
+        }
+    }
+    // The spilled parts come first on their old CPU; everyone else there starts after them.
+    let mut spill_end: HashMap<usize, u64> = HashMap::new();
+    let mut spilled_until: HashMap<usize, u64> = HashMap::new();
+    for &(k, old, moved) in &spills {
+        let start = *spill_end.get(&old).unwrap_or(&t0);
+        // Whoever else is still running there from the last interval goes on after it.
+        for (j, other) in tracks.iter_mut().enumerate() {
+            if j != obs[k].tr && other.open_core == Some(old) {
+                other.leave_core(events, Nanos(start), Reason::Preempted);
+            }
+        }
+        let tr = &mut tracks[obs[k].tr];
+        if tr.open_core != Some(old) {
+            // `old` is its last CPU: no migration to record here.
+            tr.leave_core(events, Nanos(start), Reason::Preempted);
+            events.push(Event::Dispatch {
+                t: Nanos(start),
+                core: old,
+                slot: tr.slot,
+            });
+        }
+        // Never a zero-length piece: sorted by time, its Deschedule would come first.
+        let end = (start + moved).min(t1).max(start + 1);
+        events.push(Event::Deschedule {
+            t: Nanos(end),
+            core: old,
+            slot: tr.slot,
+            reason: Reason::Preempted,
+        });
+        tr.open_core = None;
+        tr.last_core = Some(old);
+        spill_end.insert(old, end);
+        spilled_until.insert(k, end);
     }
     // Pre-pass: close pieces open on a CPU the thread no longer runs on, or that did not run.
     for o in &obs {
@@ -1283,30 +1348,61 @@ fn sample(
     }
     let mut end_of: HashMap<usize, u64> = HashMap::new();
     for (core, mut ks) in per_core {
-        // The thread still open here goes first so it continues without a dispatch.
-        ks.sort_by_key(|&k| (tracks[obs[k].tr].open_core != Some(core), obs[k].tr));
-        // Threads that arrived inside this interval start no earlier than their arrival.
+        // The thread still open here goes first so it continues without a dispatch; one that
+        // came from another CPU in this interval goes last.
+        ks.sort_by_key(|&k| {
+            let tr = &tracks[obs[k].tr];
+            (
+                tr.open_core != Some(core),
+                tr.last_core.is_some_and(|c| c != core),
+                obs[k].tr,
+            )
+        });
+        // Threads that arrived inside this interval start no earlier than their arrival, and
+        // nobody starts before the parts spilled back onto this CPU.
         let t0 = ks
             .iter()
             .map(|&k| tracks[obs[k].tr].arrive_ns)
+            .chain(spill_end.get(&core).copied())
             .max()
             .unwrap_or(t0)
             .clamp(t0, t1);
         let len = (t1 - t0).max(1);
         let total: u64 = ks.iter().map(|&k| obs[k].ran).sum();
+        // More CPU time seen than the interval holds: schedstat's total of a thread that is
+        // running now lags until its next accounting update (up to one tick), so its time
+        // shows up an interval late. Place what fits and carry the rest of each thread's time
+        // into its next interval, so that no CPU time is lost from the trace.
         let scale = if total > len {
             len as f64 / total as f64
         } else {
             1.0
         };
+        if scale < 1.0 {
+            for &k in &ks {
+                let o = &obs[k];
+                if o.finish.is_none() {
+                    tracks[o.tr].carry += o.ran - (o.ran as f64 * scale) as u64;
+                }
+            }
+        }
         let rounds = ks.iter().map(|&k| obs[k].pieces).max().unwrap_or(1);
         let mut seq: Vec<(usize, u64)> = Vec::new();
+        // At least 1 ns: a zero-length piece would sort its Deschedule first.
+        let piece = |o: &Obs, pieces: u64| (((o.ran as f64 * scale) / pieces as f64) as u64).max(1);
         for r in 0..rounds {
             for &k in &ks {
                 let o = &obs[k];
-                if r < o.pieces {
-                    seq.push((k, ((o.ran as f64 * scale) / o.pieces as f64) as u64));
+                if r < o.pieces && !spilled_until.contains_key(&k) {
+                    seq.push((k, piece(o, o.pieces)));
                 }
+            }
+        }
+        // A thread that spilled back onto its old CPU runs here in one piece, last, after its
+        // piece there has ended.
+        for &k in &ks {
+            if spilled_until.contains_key(&k) {
+                seq.push((k, piece(&obs[k], 1)));
             }
         }
         let placed: u64 = seq.iter().map(|s| s.1).sum();
@@ -1333,6 +1429,9 @@ fn sample(
                     });
                     pt.open_core = None;
                 }
+                if let Some(&until) = spilled_until.get(&k) {
+                    cursor = cursor.max(until).min(t1 - 1);
+                }
                 let tr = &mut tracks[o.tr];
                 if let Some(from) = tr.last_core {
                     if from != core {
@@ -1354,6 +1453,14 @@ fn sample(
                 tr.last_core = Some(core);
                 open = Some(k);
             }
+            // What no longer fits before the end of the interval goes into the next one.
+            let d = if cursor + d > t1 {
+                let fits = (t1 - cursor).max(1);
+                tracks[o.tr].carry += d - fits;
+                fits
+            } else {
+                d
+            };
             cursor += d;
             let last = n + 1 == seq.len();
             let keep_open = last && o.runnable && o.finish.is_none() && gap * 20 < len;
