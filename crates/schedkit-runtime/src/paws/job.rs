@@ -61,7 +61,8 @@ impl Job {
     pub fn parallel<F: Fn(usize) + Sync>(&self, n: usize, f: F) {
         self.scope(|s| {
             let f = &f;
-            s.spawn_all((0..n).map(|i| move || f(i)));
+            // Nothing else happens before the region's end: this core takes one thread at once.
+            s.spawn_keeping((0..n).map(|i| move || f(i)), 1);
         })
     }
 
@@ -92,8 +93,11 @@ impl Job {
             _env: PhantomData,
         };
         let r = std::panic::catch_unwind(AssertUnwindSafe(|| body(&s)));
-        if s.spawned.get() > 0 {
-            // The worker resumes us only once every thread of the region finished.
+        // Our own core's next pick is most often a thread of this region: run those here
+        // (`run_inline`); wait only for what is left (stolen threads still running, or an
+        // earlier-deadline entry that comes first). The worker resumes us only once every
+        // thread of the region finished.
+        if s.spawned.get() > 0 && !worker::run_inline(&s.region) {
             worker::suspend(Suspend::Wait(&s.region));
         }
         match r {
@@ -120,6 +124,16 @@ impl<'env> JobScope<'env> {
 
     /// Several threads at once (one dispatcher lock for all).
     pub fn spawn_all<F: FnOnce() + Send + 'env>(&self, fs: impl IntoIterator<Item = F>) {
+        self.spawn_keeping(fs, 0)
+    }
+
+    /// [`JobScope::spawn_all`] for a region whose own core takes `keep` of the threads at once
+    /// (no idle core is woken for those; `Sched::spawn_keeping`).
+    fn spawn_keeping<F: FnOnce() + Send + 'env>(
+        &self,
+        fs: impl IntoIterator<Item = F>,
+        keep: usize,
+    ) {
         let Some((sh, core)) = worker::here() else {
             // Not on a pool fiber: nothing can run them in parallel.
             for f in fs {
@@ -166,7 +180,7 @@ impl<'env> JobScope<'env> {
             .collect();
         // SAFETY: under the state lock.
         unsafe { self.region.add(n) };
-        for note in st.sched.spawn(core, items) {
+        for note in st.sched.spawn_keeping(core, items, keep) {
             sh.apply(&mut st, note);
         }
     }
@@ -189,6 +203,12 @@ impl Region {
     /// The caller holds the state lock.
     unsafe fn add(&self, n: usize) {
         (*self.inner.get()).0 += n;
+    }
+
+    /// Threads not finished yet (state lock held).
+    pub(crate) fn remaining(&self) -> usize {
+        // SAFETY: called under the state lock.
+        unsafe { (*self.inner.get()).0 }
     }
 
     /// One thread finished (state lock held by the worker): the waiter, if this was the last.

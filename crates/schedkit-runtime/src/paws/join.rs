@@ -74,6 +74,8 @@ pub(crate) struct Plain {
     spinning: AtomicUsize,
     parked: Box<[AtomicBool]>,
     pub steals: AtomicU64,
+    /// Plain work was submitted at least once ([`install`]).
+    used: AtomicBool,
 }
 
 impl Plain {
@@ -87,7 +89,13 @@ impl Plain {
             spinning: AtomicUsize::new(0),
             parked: (0..n).map(|_| AtomicBool::new(false)).collect(),
             steals: AtomicU64::new(0),
+            used: AtomicBool::new(false),
         }
+    }
+
+    /// Whether plain work was ever submitted to this pool.
+    pub(crate) fn used(&self) -> bool {
+        self.used.load(SeqCst)
     }
 
     /// A push wakes a parked worker only when nobody is awake looking for work (that one
@@ -281,11 +289,11 @@ const IDLE_SPIN: Duration = Duration::from_micros(200);
 
 /// The worker's idle step on the plain side: its own deque, then stealing; spins up to
 /// [`IDLE_SPIN`] for work before telling the caller to park, announcing itself as a sleeper so
-/// that a push unparks it. Returns whether it ran something.
-pub(crate) fn run_plain(sh: &Shared, core: usize) -> bool {
+/// that a push unparks it; parks it (through `worker::park`) when nothing came.
+pub(crate) fn run_plain(sh: &Shared, core: usize) -> Idle {
     let c = ctx();
     if c.is_null() {
-        return false;
+        return Idle::Park;
     }
     // SAFETY: our own context.
     let c = unsafe { &*c };
@@ -319,12 +327,12 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> bool {
     match found {
         Some((j, true)) => {
             run_stolen(c, plain, j);
-            return true;
+            return Idle::Ran;
         }
         Some((j, false)) => {
             // SAFETY: the job's owner waits for it.
             unsafe { (j.exec)(j.ptr) };
-            return true;
+            return Idle::Ran;
         }
         None => {}
     }
@@ -332,11 +340,25 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> bool {
     plain.sleeping.fetch_add(1, SeqCst);
     let work = plain.has_work() || sh.workers[core].kick.swap(false, SeqCst);
     if !work {
-        std::thread::park_timeout(Duration::from_millis(20));
+        super::worker::park(sh);
     }
     plain.sleeping.fetch_sub(1, SeqCst);
     plain.parked[core].store(false, SeqCst);
-    true
+    if work {
+        Idle::Ran
+    } else {
+        Idle::Woken
+    }
+}
+
+/// What a worker's idle step did.
+pub(crate) enum Idle {
+    /// Ran plain work (or found some to look at): look again at once.
+    Ran,
+    /// Nothing to do: the caller parks.
+    Park,
+    /// Slept and was woken (or timed out).
+    Woken,
 }
 
 /// A plain fork-join scope (see [`scope`]): spawned closures may borrow from `'env`.
@@ -461,11 +483,16 @@ pub(crate) fn install<F: FnOnce() -> R + Send, R: Send>(sh: &Shared, f: F) -> R 
         gate: Mutex::new(false),
         cv: Condvar::new(),
     };
+    // From now on idle workers sleep with a time-out (see `worker::park`).
+    sh.plain.used.store(true, SeqCst);
     sh.plain.injector.push(JobRef {
         ptr: &job as *const InstallJob<F, R> as *const (),
         exec: InstallJob::<F, R>::execute,
         deadline: u64::MAX,
     });
+    // The push must be visible before we read who sleeps, or a worker that is just going to
+    // sleep and we could both miss each other (it checks for work after announcing itself).
+    std::sync::atomic::fence(SeqCst);
     if sh.plain.should_wake() {
         wake_one(sh);
     }

@@ -48,7 +48,7 @@ mod worker;
 
 pub use job::{Job, JobScope};
 pub use queues::Mode;
-pub use stats::{percentile, JobRecord, RtReport, TaskStats, WorkerKernel};
+pub use stats::{percentile, JobRecord, PoolCounters, RtReport, TaskStats, WorkerKernel};
 pub use work::{calibrate, spin};
 
 use std::collections::VecDeque;
@@ -182,7 +182,9 @@ pub(crate) struct Shared {
     pub kernel: Mutex<Vec<WorkerKernel>>,
     pub warnings: Mutex<Vec<String>>,
     pub releaser: OnceLock<Thread>,
+    pub releaser_kernel: Mutex<WorkerKernel>,
     pub plain: join::Plain,
+    pub counters: stats::PoolCountersAtomic,
 }
 
 impl Shared {
@@ -197,6 +199,7 @@ impl Shared {
         match n {
             Notify::Nothing => {}
             Notify::Wake(c) => {
+                stats::PoolCountersAtomic::bump(&self.counters.wakes_sent);
                 self.workers[c].kick.store(true, SeqCst);
                 if let Some(t) = self.workers[c].thread.get() {
                     t.unpark();
@@ -220,6 +223,15 @@ impl Shared {
     /// A job finished: its task may start the next job of its backlog.
     pub(crate) fn job_done(&self, st: &mut State, task: usize) {
         st.in_flight -= 1;
+        if st.in_flight == 0 && self.stop.load(SeqCst) {
+            // The workers that went back to sleep while this job ran can leave now (idle
+            // workers sleep until woken, see `worker::park`).
+            for w in self.workers.iter() {
+                if let Some(t) = w.thread.get() {
+                    t.unpark();
+                }
+            }
+        }
         if let Some(t) = st.tasks.get_mut(task) {
             match t.backlog.pop_front() {
                 Some(next) => self.ready(st, next),
@@ -270,6 +282,8 @@ impl RtPool {
             kernel: Mutex::new(Vec::new()),
             warnings: Mutex::new(Vec::new()),
             releaser: OnceLock::new(),
+            releaser_kernel: Mutex::new(WorkerKernel::default()),
+            counters: Default::default(),
         });
         let cpus: Vec<usize> = affinity::get_thread(0)
             .map(|s| s.iter().collect())
@@ -434,6 +448,8 @@ impl RtPool {
             workers: std::mem::take(&mut *self.shared.kernel.lock()),
             warnings: self.shared.warnings.lock().clone(),
             tasks: Vec::new(),
+            pool: self.shared.counters.read(),
+            releaser: self.shared.releaser_kernel.lock().clone(),
         };
         r.jobs.sort_by_key(|j| (j.release, j.task, j.index));
         r.fold_tasks(&self.names);

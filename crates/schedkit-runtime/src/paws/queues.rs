@@ -243,6 +243,15 @@ impl<U> Sched<U> {
     /// The job running on `core` opened a parallel region with these threads (rule B). Returns
     /// the cores to unpark (idle cores that can steal them, or under Gedf the ready decisions).
     pub fn spawn(&mut self, core: usize, items: Vec<Item<U>>) -> Vec<Notify> {
+        self.spawn_keeping(core, items, 0)
+    }
+
+    /// [`Sched::spawn`] where the spawning core itself will take `keep` of the threads next
+    /// (a region whose job has nothing else to do before it waits: its core pops the bottom
+    /// thread by rule C at once): at most `len - keep` idle cores are woken, one per thread
+    /// they can steal, so that no core is woken for a thread its own core pops first (such a
+    /// core would find nothing and sleep again: two kernel switches for nothing).
+    pub fn spawn_keeping(&mut self, core: usize, items: Vec<Item<U>>, keep: usize) -> Vec<Notify> {
         let mut out = Vec::new();
         if self.mode == Mode::Gedf {
             for mut it in items {
@@ -254,7 +263,7 @@ impl<U> Sched<U> {
             }
             return out;
         }
-        let n = items.len();
+        let n = items.len().saturating_sub(keep);
         for mut it in items {
             it.spawned_on = core;
             let k = self.key(it.deadline);
@@ -325,6 +334,46 @@ impl<U> Sched<U> {
             e.remove();
         }
         Some((it, Origin::Stolen))
+    }
+
+    /// The job running on `core` has opened a parallel region and has nothing else to do
+    /// before it waits for it: if `pick` would now return the bottom thread of this core's
+    /// highest-priority local deque (rule C: nothing pending for this core, which also means
+    /// no preemption is requested) and `accept` takes it (a thread of that job's own region,
+    /// not started yet), it is popped and becomes the running entry of `core` as a local
+    /// thread (origin `Local`, so a preemption puts it back by rule ii). The driver runs it
+    /// on the job's own fiber instead of switching to a fiber of its own; afterwards it calls
+    /// [`Sched::resume_running`] to make the job the running entry again.
+    pub fn take_inline(
+        &mut self,
+        core: usize,
+        accept: impl FnOnce(&Item<U>) -> bool,
+    ) -> Option<Item<U>> {
+        let c = &mut self.cores[core];
+        if c.pending.is_some() || c.preempt {
+            return None;
+        }
+        let mut e = c.local.first_entry()?;
+        if !accept(e.get().back()?) {
+            return None;
+        }
+        let it = e.get_mut().pop_back().expect("empty deques are removed");
+        if e.get().is_empty() {
+            e.remove();
+        }
+        c.running = Some(Running {
+            seq: it.seq,
+            deadline: it.deadline,
+            kind: it.kind,
+            origin: Origin::Local,
+        });
+        Some(it)
+    }
+
+    /// A thread run inline (see [`Sched::take_inline`]) finished and the job whose fiber ran
+    /// it goes on running on `core`.
+    pub fn resume_running(&mut self, core: usize, r: Running) {
+        self.cores[core].running = Some(r);
     }
 
     fn next_rand(&mut self) -> u64 {

@@ -84,6 +84,70 @@ pub struct WorkerKernel {
     pub migrations: Option<u64>,
 }
 
+/// Where a run's switches came from, summed over the workers: the breakdown behind the
+/// user-level count (`fiber_*`, one per fiber switch-in) and behind the workers' kernel count
+/// (`parks`: each is one voluntary kernel switch of a worker).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounters {
+    /// A worker went to sleep with nothing to run (one kernel context switch each).
+    pub parks: u64,
+    /// Wake-ups after which the worker found nothing to run and slept again.
+    pub empty_wakes: u64,
+    /// Parks that ended by their time-out rather than by a wake-up.
+    pub park_timeouts: u64,
+    /// Wake-ups sent to sleeping workers (a release, a region's threads, stop).
+    pub wakes_sent: u64,
+    /// Fiber switch-ins: a job's first.
+    pub fiber_job_starts: u64,
+    /// ... a job resumed after waiting for its parallel region.
+    pub fiber_job_after_wait: u64,
+    /// ... a job resumed after a preemption.
+    pub fiber_job_after_preempt: u64,
+    /// ... a parallel thread's first.
+    pub fiber_thread_starts: u64,
+    /// ... a parallel thread resumed (after a preemption or a wait).
+    pub fiber_thread_resumes: u64,
+    /// Parallel threads run to completion on their job's own fiber (no switch).
+    pub inline_threads: u64,
+}
+
+/// The atomics behind [`PoolCounters`].
+#[derive(Default, Debug)]
+pub(crate) struct PoolCountersAtomic {
+    pub parks: AtomicU64,
+    pub empty_wakes: AtomicU64,
+    pub park_timeouts: AtomicU64,
+    pub wakes_sent: AtomicU64,
+    pub fiber_job_starts: AtomicU64,
+    pub fiber_job_after_wait: AtomicU64,
+    pub fiber_job_after_preempt: AtomicU64,
+    pub fiber_thread_starts: AtomicU64,
+    pub fiber_thread_resumes: AtomicU64,
+    pub inline_threads: AtomicU64,
+}
+
+impl PoolCountersAtomic {
+    #[inline]
+    pub(crate) fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Relaxed);
+    }
+    pub(crate) fn read(&self) -> PoolCounters {
+        let r = |c: &AtomicU64| c.load(Relaxed);
+        PoolCounters {
+            parks: r(&self.parks),
+            empty_wakes: r(&self.empty_wakes),
+            park_timeouts: r(&self.park_timeouts),
+            wakes_sent: r(&self.wakes_sent),
+            fiber_job_starts: r(&self.fiber_job_starts),
+            fiber_job_after_wait: r(&self.fiber_job_after_wait),
+            fiber_job_after_preempt: r(&self.fiber_job_after_preempt),
+            fiber_thread_starts: r(&self.fiber_thread_starts),
+            fiber_thread_resumes: r(&self.fiber_thread_resumes),
+            inline_threads: r(&self.inline_threads),
+        }
+    }
+}
+
 /// Everything a run produced.
 #[derive(Clone, Debug, Default)]
 pub struct RtReport {
@@ -95,6 +159,11 @@ pub struct RtReport {
     pub preemption_latency: Vec<u64>,
     /// What the system refused (pinning, SCHED_FIFO, perf counters).
     pub warnings: Vec<String>,
+    /// Where the switches came from (see [`PoolCounters`]).
+    pub pool: PoolCounters,
+    /// Kernel counters of the releaser thread (it sleeps until each release time and wakes
+    /// the workers).
+    pub releaser: WorkerKernel,
 }
 
 impl RtReport {

@@ -16,7 +16,7 @@ use schedkit_linux::sched::{self, Policy};
 
 use super::job::{Job, Region};
 use super::queues::{Item, Kind, Origin};
-use super::stats::WorkerKernel;
+use super::stats::{PoolCountersAtomic, WorkerKernel};
 use super::{Body, JobMeta, Shared, State};
 use crate::stack::{self, FiberStack};
 
@@ -46,8 +46,22 @@ pub(crate) struct Fib {
     /// For a thread: its region.
     region: *const Region,
     last_core: usize,
+    /// Why it last switched out (what its next switch-in is counted as).
+    last: Cell<Last>,
+    /// Its own entry header (seq, kind, spawned_on), set when it first runs.
+    own: (u64, Kind, usize),
+    /// While it runs a thread of its region inline (`run_inline`): that thread's seq and
+    /// spawning core, so that a preemption there puts it back as that thread (rule ii).
+    inline: Cell<Option<(u64, usize)>>,
     guard: (usize, usize),
     size: usize,
+}
+
+/// Why a fiber last switched back to its worker.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Last {
+    Preempted,
+    Waited,
 }
 
 /// What a queue entry carries.
@@ -111,6 +125,70 @@ pub(crate) fn suspend(s: Suspend) {
     }
 }
 
+/// Called by a job (or thread) that opened a parallel region and has nothing else to do
+/// before it waits for it: while the next entry its core would pick by rule C is a thread of
+/// this region not started yet, that thread runs right here, on the caller's fiber, instead of
+/// the caller switching out and the worker switching into a fresh fiber for it (two fiber
+/// switches saved per such thread, and the job's switch back in when the last one is done).
+/// The dispatcher sees exactly what `pick` would have done: the thread becomes the core's
+/// running entry with origin `Local` (`Sched::take_inline`). It stays preemptible at its
+/// checkpoints: a preemption suspends this fiber with the thread on top, and the worker files
+/// the fiber as that thread (`Fib::inline`), so rule (ii) puts it back at the bottom of its
+/// deque, and a thief that steals it (rule E) runs the thread's rest and then the caller's
+/// (a preempted stolen entry goes to the global queue, rule F). Returns true when every thread
+/// of the region has finished (the caller goes on without suspending), false when the caller
+/// must wait for the region.
+pub(crate) fn run_inline(region: &Region) -> bool {
+    let rp: *const Region = region;
+    loop {
+        let c = current();
+        if c.is_null() {
+            return false;
+        }
+        // SAFETY: set by the worker for the duration of the resume; re-read after every
+        // point where this fiber may have been suspended and resumed on another worker.
+        let (sh, core, fib) = unsafe { (&*(*c).shared, (*c).core, &*(*c).fib) };
+        let mut st = sh.state.lock();
+        if region.remaining() == 0 {
+            return true;
+        }
+        let Some(mine) = st.sched.running(core) else {
+            return false;
+        };
+        let Some(it) = st.sched.take_inline(
+            core,
+            |it| matches!(&it.payload, Unit::Thread(t) if std::ptr::eq(t.region, rp)),
+        ) else {
+            return false;
+        };
+        fib.inline.set(Some((it.seq, it.spawned_on)));
+        drop(st);
+        PoolCountersAtomic::bump(&sh.counters.inline_threads);
+        let Unit::Thread(ThreadStart { f, job, .. }) = it.payload else {
+            unreachable!("take_inline accepts only threads not started yet")
+        };
+        if std::panic::catch_unwind(AssertUnwindSafe(f)).is_err() {
+            job.counters.panicked.store(true, Relaxed);
+        }
+        drop(job);
+        let c = current();
+        // SAFETY: as above (the thread may have been preempted and resumed elsewhere).
+        let (sh, now) = unsafe { (&*(*c).shared, (*c).core) };
+        let mut st = sh.state.lock();
+        fib.inline.set(None);
+        let origin = if now == core || mine.kind == Kind::Job {
+            mine.origin
+        } else {
+            Origin::Stolen
+        };
+        st.sched
+            .resume_running(now, super::queues::Running { origin, ..mine });
+        // Nobody waits on the region yet: this cannot hand back a waiter.
+        let w = region.thread_done();
+        debug_assert!(w.is_none());
+    }
+}
+
 fn new_stack(sh: &Shared) -> FiberStack {
     sh.stacks.lock().pop().unwrap_or_else(|| {
         FiberStack::new(sh.cfg.stack_size, 16 * 1024)
@@ -152,6 +230,9 @@ fn job_fiber(sh: &Shared, meta: Arc<JobMeta>) -> Box<Fib> {
         job: meta,
         region: std::ptr::null(),
         last_core: usize::MAX,
+        last: Cell::new(Last::Preempted),
+        own: (0, Kind::Job, usize::MAX),
+        inline: Cell::new(None),
         guard,
         size,
     })
@@ -174,6 +255,9 @@ fn thread_fiber(sh: &Shared, t: ThreadStart) -> Box<Fib> {
         job,
         region,
         last_core: usize::MAX,
+        last: Cell::new(Last::Preempted),
+        own: (0, Kind::Job, usize::MAX),
+        inline: Cell::new(None),
         guard,
         size,
     })
@@ -202,6 +286,14 @@ fn run(sh: &Shared, core: usize, it: &mut Option<Item<Unit>>, origin: Origin) ->
     };
     let c = &fib.job.counters;
     c.add(&c.switches, 1);
+    let pc = &sh.counters;
+    PoolCountersAtomic::bump(match (fresh, item.kind, fib.last.get()) {
+        (true, Kind::Job, _) => &pc.fiber_job_starts,
+        (true, Kind::Thread, _) => &pc.fiber_thread_starts,
+        (false, Kind::Job, Last::Waited) => &pc.fiber_job_after_wait,
+        (false, Kind::Job, Last::Preempted) => &pc.fiber_job_after_preempt,
+        (false, Kind::Thread, _) => &pc.fiber_thread_resumes,
+    });
     if fresh && item.kind == Kind::Thread {
         if origin == Origin::Stolen {
             c.add(&c.steals, 1);
@@ -213,6 +305,9 @@ fn run(sh: &Shared, core: usize, it: &mut Option<Item<Unit>>, origin: Origin) ->
         c.add(&c.migrations, 1);
     }
     fib.last_core = core;
+    if fresh {
+        fib.own = (item.seq, item.kind, item.spawned_on);
+    }
     let cur = Current {
         shared: sh,
         core,
@@ -223,10 +318,21 @@ fn run(sh: &Shared, core: usize, it: &mut Option<Item<Unit>>, origin: Origin) ->
     let r = fib.co.as_mut().unwrap().resume(());
     stack::clear_running();
     CUR.with(|x| x.set(std::ptr::null()));
+    // What the fiber is now: itself, or the thread it was running inline when it stopped.
+    (item.seq, item.kind, item.spawned_on) = match fib.inline.get() {
+        Some((seq, spawned_on)) => (seq, Kind::Thread, spawned_on),
+        None => fib.own,
+    };
     match r {
         CoroutineResult::Return(()) => Outcome::Done(fib),
-        CoroutineResult::Yield(Suspend::Preempt) => Outcome::Preempted(fib),
-        CoroutineResult::Yield(Suspend::Wait(r)) => Outcome::Wait(fib, r),
+        CoroutineResult::Yield(Suspend::Preempt) => {
+            fib.last.set(Last::Preempted);
+            Outcome::Preempted(fib)
+        }
+        CoroutineResult::Yield(Suspend::Wait(r)) => {
+            fib.last.set(Last::Waited);
+            Outcome::Wait(fib, r)
+        }
     }
 }
 
@@ -336,18 +442,14 @@ fn setup(sh: &Shared, what: &str, cpu: Option<usize>, prio: Option<u32>) {
 pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Sender<()>) {
     stack::ensure_altstack();
     setup(&sh, &format!("worker {core}"), cpu, sh.cfg.fifo_priority);
-    let mut counters = sh.cfg.perf.then(|| {
-        CounterSet::open(
-            &mut PerfSource,
-            Target::Thread(schedkit_linux::gettid()),
-            &[CounterKind::ContextSwitches, CounterKind::CpuMigrations],
-        )
-    });
+    let mut counters = open_counters(&sh);
     let _plain = super::join::enter(&sh, core);
     let _ = sh.workers[core].thread.set(std::thread::current());
     let _ = ready.send(());
     drop(ready);
     let mut st = sh.state.lock();
+    // Set after a park: a wake-up that finds nothing to run is counted.
+    let mut woke = false;
     loop {
         // Whatever woke us is being looked at now.
         sh.workers[core].kick.store(false, Relaxed);
@@ -356,12 +458,21 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
                 break;
             }
             drop(st);
-            if !super::join::run_plain(&sh, core) {
-                std::thread::park_timeout(Duration::from_millis(20));
+            if woke {
+                PoolCountersAtomic::bump(&sh.counters.empty_wakes);
             }
+            woke = match super::join::run_plain(&sh, core) {
+                super::join::Idle::Ran => false,
+                super::join::Idle::Park => {
+                    park(&sh);
+                    true
+                }
+                super::join::Idle::Woken => true,
+            };
             st = sh.state.lock();
             continue;
         };
+        woke = false;
         sh.workers[core].preempt.store(false, Release);
         drop(st);
         let mut slot = Some(item);
@@ -382,18 +493,59 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
         }
     }
     drop(st);
+    let k = read_kernel(&sh, &format!("worker {core}"), cpu, counters.as_mut());
+    sh.kernel.lock().push(k);
+}
+
+/// How long an idle worker sleeps at most when plain (non-real-time) work may be pushed: a
+/// push that races with the worker going to sleep can miss it (see `join::run_plain`).
+/// Real-time work never needs it (its wake-ups are issued under the state lock to cores the
+/// dispatcher marked idle, and a thread's unpark token is never lost), so a pool that has
+/// never run plain work sleeps until woken: a time-out is a kernel context switch.
+const PLAIN_PARK_TIMEOUT: Duration = Duration::from_millis(20);
+
+/// The worker sleeps until woken (or the plain-work time-out); counted.
+pub(crate) fn park(sh: &Shared) {
+    PoolCountersAtomic::bump(&sh.counters.parks);
+    if sh.plain.used() {
+        let t = std::time::Instant::now();
+        std::thread::park_timeout(PLAIN_PARK_TIMEOUT);
+        if t.elapsed() >= PLAIN_PARK_TIMEOUT {
+            PoolCountersAtomic::bump(&sh.counters.park_timeouts);
+        }
+    } else {
+        std::thread::park();
+    }
+}
+
+fn open_counters(sh: &Shared) -> Option<CounterSet> {
+    sh.cfg.perf.then(|| {
+        CounterSet::open(
+            &mut PerfSource,
+            Target::Thread(schedkit_linux::gettid()),
+            &[CounterKind::ContextSwitches, CounterKind::CpuMigrations],
+        )
+    })
+}
+
+fn read_kernel(
+    sh: &Shared,
+    what: &str,
+    cpu: Option<usize>,
+    counters: Option<&mut CounterSet>,
+) -> WorkerKernel {
     let mut k = WorkerKernel {
         cpu,
         ..Default::default()
     };
-    if let Some(rs) = counters.as_mut().map(|c| c.read()) {
+    if let Some(rs) = counters.map(|c| c.read()) {
         for (kind, r) in rs {
             let v = match r {
                 Reading::Value { value, .. } => Some(value),
                 other => {
                     sh.warnings
                         .lock()
-                        .push(format!("worker {core}: perf {}: {other:?}", kind.name()));
+                        .push(format!("{what}: perf {}: {other:?}", kind.name()));
                     None
                 }
             };
@@ -404,7 +556,7 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
             }
         }
     }
-    sh.kernel.lock().push(k);
+    k
 }
 
 /// Releases periodic jobs at their release times until the pool stops releasing.
@@ -415,12 +567,15 @@ pub(crate) fn releaser(sh: Arc<Shared>, ready: Sender<()>) {
         None,
         sh.cfg.fifo_priority.map(|p| (p + 1).min(99)),
     );
+    let mut counters = open_counters(&sh);
     let _ = sh.releaser.set(std::thread::current());
     let _ = ready.send(());
     drop(ready);
     loop {
         let mut st = sh.state.lock();
         if !st.releasing {
+            drop(st);
+            *sh.releaser_kernel.lock() = read_kernel(&sh, "releaser", None, counters.as_mut());
             return;
         }
         let now = sh.now();
