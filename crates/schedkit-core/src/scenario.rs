@@ -182,6 +182,11 @@ pub struct PolicySpec {
     /// `cores / cores_per_node` nodes whose jobs communicate with this pattern. `None` (no
     /// `comm` key): switches are free.
     pub gang_overhead: Option<GangOverheadSpec>,
+    /// `process-fair` and `tenants` on real cores: correct the cgroup weights every period
+    /// so that measured shares follow GPS (the kernel splits a group's weight over CPUs by
+    /// its load there, which biases the shares of groups of different thread counts).
+    /// Default true; the simulator's groups are exact and ignore it.
+    pub trim: bool,
 }
 
 /// `[policy] comm` and `cores_per_node`: the simulated cluster behind gang switch costs.
@@ -212,6 +217,7 @@ impl PolicySpec {
             boost: Nanos::from_secs(1),
             imbalance_pct: 125,
             gang_overhead: None,
+            trim: true,
         }
     }
 }
@@ -389,6 +395,7 @@ struct RawPolicy {
     imbalance_pct: Option<Spanned<i64>>,
     comm: Option<Spanned<String>>,
     cores_per_node: Option<Spanned<i64>>,
+    trim: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -886,6 +893,9 @@ fn parse_policy(
     if let Some(b) = p.boost {
         spec.boost = b;
     }
+    if let Some(t) = p.trim {
+        spec.trim = t;
+    }
     if let Some(i) = &p.imbalance_pct {
         if !(100..=1000).contains(i.get_ref()) {
             return Err(loc.err(
@@ -1027,6 +1037,17 @@ mod tests {
         assert_eq!(s.policy.quantum, Nanos::from_ms(4));
         assert_eq!(s.processes[0].burst, Some(Nanos::from_ms(8)));
         assert_eq!(s.processes[0].weight, 1024);
+    }
+
+    #[test]
+    fn trim_is_on_unless_turned_off_and_must_be_a_boolean() {
+        let base = "cores = 2\n[policy]\nname = \"process-fair\"\n";
+        assert!(Scenario::parse("t.toml", base).unwrap().policy.trim);
+        let off = Scenario::parse("t.toml", &format!("{base}trim = false\n")).unwrap();
+        assert!(!off.policy.trim);
+        let e = err(&format!("{base}trim = \"no\"\n"));
+        assert_eq!(e.line, 4, "{e}");
+        assert!(e.to_string().contains("trim"), "{e}");
     }
 
     #[test]

@@ -279,6 +279,20 @@ impl CpuGroups {
         Ok(())
     }
 
+    /// Writes child `i`'s weight as `weight` (v2 units, fractional) without changing its
+    /// nominal weight: the share trim's corrections. v1 keeps the fraction (shares are 10.24
+    /// per v2 unit); v2 rounds.
+    pub fn set_weight_trimmed(&self, i: usize, weight: f64) -> Result<()> {
+        let v = match self.ctl {
+            CpuController::V1(_) => (weight * 10.24).round().clamp(2.0, 262_144.0),
+            CpuController::V2(_) => weight.round().clamp(1.0, 10_000.0),
+        };
+        write(
+            &self.groups[i].path.join(self.ctl.weight_file()),
+            &(v as u64).to_string(),
+        )
+    }
+
     /// The weight file's current content (what the kernel holds).
     pub fn read_weight_value(&self, i: usize) -> Option<u64> {
         crate::read_trim(&self.groups[i].path.join(self.ctl.weight_file()))

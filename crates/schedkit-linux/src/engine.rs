@@ -1586,6 +1586,10 @@ pub struct FairReport {
     pub ctl_refused: u64,
     /// The sampler's own cost, beside the controller's.
     pub sampler: Option<SamplerReport>,
+    /// The share trim's final correction factor per top-level cgroup (empty: no trim).
+    pub trim_factors: Vec<(String, f64)>,
+    /// Cgroup weight writes the trim made.
+    pub trim_writes: u64,
 }
 
 impl FairReport {
@@ -1650,6 +1654,12 @@ pub struct FairRun {
     nice_warned: bool,
     /// global-fair: pin each thread to the CPU it is first seen on.
     pin_first_seen: bool,
+    /// process-fair and tenants: the share trim (`crate::trim`), the top-level cgroup of
+    /// each of its entities, and the entity of each scenario process.
+    trim: Option<crate::trim::ShareTrim>,
+    trim_cgroup: Vec<usize>,
+    trim_entity_of_process: Vec<usize>,
+    trim_writes: u64,
     /// The engine thread's class before the run raised it.
     old_class: Option<Policy>,
 }
@@ -1747,6 +1757,10 @@ impl FairRun {
             actions: Vec::new(),
             nice_warned: false,
             pin_first_seen: name == PolicyName::GlobalFair,
+            trim: None,
+            trim_cgroup: Vec::new(),
+            trim_entity_of_process: Vec::new(),
+            trim_writes: 0,
             old_class: sched::get_thread(0).ok(),
         };
         if name == PolicyName::ProcessFair || tenants {
@@ -1805,9 +1819,27 @@ impl FairRun {
                 }
             }
             run.cgroups = Some(cg);
+            if scenario.policy.trim {
+                // Top-level entities: each group's cgroup, and each ungrouped process's.
+                let mut entity_of_group = vec![None; scenario.groups.len()];
+                for (p, sp) in scenario.processes.iter().enumerate() {
+                    let e = match sp.group.filter(|_| tenants) {
+                        Some(g) => *entity_of_group[g].get_or_insert_with(|| {
+                            run.trim_cgroup.push(run.cg_of_group[g]);
+                            run.trim_cgroup.len() - 1
+                        }),
+                        None => {
+                            run.trim_cgroup.push(run.cg_of_process[p]);
+                            run.trim_cgroup.len() - 1
+                        }
+                    };
+                    run.trim_entity_of_process.push(e);
+                }
+                run.trim = Some(crate::trim::ShareTrim::new());
+            }
         }
-        if run.controller.is_none() {
-            run.next_tick = u64::MAX; // process-fair: the cgroups do it all
+        if run.controller.is_none() && run.trim.is_none() {
+            run.next_tick = u64::MAX; // process-fair without trim: the cgroups do it all
         }
         // The engine thread samples, ticks and serves the socket: it must not queue behind the
         // job threads whose weights it raises (twrs gives nice -13 to a lone thread among
@@ -1986,6 +2018,7 @@ impl FairRun {
                 }
             }
         }
+        self.trim_tick(now, tracks, warnings);
         let Some(mut ctl) = self.controller.take() else {
             self.cpu_ns += thread_rusage_ns().saturating_sub(cpu0);
             return;
@@ -2094,6 +2127,41 @@ impl FairRun {
         self.cpu_ns += thread_rusage_ns().saturating_sub(cpu0);
     }
 
+    /// The share trim's period: each top-level entity's CPU time and runnable threads from
+    /// the sampler's latest readings, and the corrected weights written to the cgroups.
+    fn trim_tick(&mut self, now: u64, tracks: &[Track], warnings: &mut Vec<String>) {
+        let (Some(trim), Some(cg)) = (self.trim.as_mut(), self.cgroups.as_ref()) else {
+            return;
+        };
+        let mut ents: Vec<crate::trim::EntityPeriod> = self
+            .trim_cgroup
+            .iter()
+            .map(|&i| crate::trim::EntityPeriod {
+                weight: cg.groups()[i].weight,
+                runnable: 0,
+                cpu_ns: 0,
+            })
+            .collect();
+        for tr in tracks {
+            let e = &mut ents[self.trim_entity_of_process[tr.process]];
+            e.cpu_ns += tr.prev_run;
+            e.runnable += usize::from(!tr.finished && tr.runnable);
+        }
+        let Some(weights) = trim.tick(now, &ents) else {
+            return;
+        };
+        for (&i, w) in self.trim_cgroup.iter().zip(weights) {
+            match cg.set_weight_trimmed(i, w) {
+                Ok(()) => self.trim_writes += 1,
+                Err(e) => {
+                    warnings.push(format!("share trim stopped: {e}"));
+                    self.trim = None;
+                    return;
+                }
+            }
+        }
+    }
+
     /// global-fair on real cores: the kernel's balancer keeps moving unpinned threads (T1 of
     /// the global example was seen switching CPUs every half second), which swaps the
     /// shuttle's home and light core under it, and right after they start it may still have
@@ -2192,6 +2260,16 @@ impl FairRun {
             ctl_socket: self.ctl_path,
             ctl_refused: self.ctl_refused,
             sampler: None,
+            trim_factors: match (&self.trim, &self.cgroups) {
+                (Some(t), Some(cg)) => self
+                    .trim_cgroup
+                    .iter()
+                    .enumerate()
+                    .map(|(e, &i)| (cg.groups()[i].key.clone(), t.factor(e)))
+                    .collect(),
+                _ => Vec::new(),
+            },
+            trim_writes: self.trim_writes,
         }
     }
 }
@@ -2224,6 +2302,18 @@ pub fn render_fair(f: &FairReport) -> String {
         out.push_str(&format!(
             "  cgroups: {c}; weights (cpu.weight units): {}\n",
             w.join(" ")
+        ));
+    }
+    if !f.trim_factors.is_empty() {
+        let t: Vec<String> = f
+            .trim_factors
+            .iter()
+            .map(|(k, x)| format!("{k} x{x:.3}"))
+            .collect();
+        out.push_str(&format!(
+            "  share trim: {} weight write(s); final correction factors: {}\n",
+            f.trim_writes,
+            t.join(" ")
         ));
     }
     if f.nice_changes > 0 || f.overrides > 0 {

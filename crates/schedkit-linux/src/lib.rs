@@ -36,6 +36,7 @@ pub mod procfs;
 pub mod sched;
 pub mod spawn;
 pub mod topo;
+pub mod trim;
 pub mod workload;
 
 use std::path::{Path, PathBuf};
