@@ -545,6 +545,24 @@ fn rank(e: &Event) -> u8 {
     }
 }
 
+/// The calling thread raised to SCHED_FIFO for a while; its class is put back on drop.
+struct RaisedClass(Policy);
+
+impl RaisedClass {
+    /// `None` when the class could not be changed (no CAP_SYS_NICE).
+    fn fifo(priority: u32) -> Option<RaisedClass> {
+        let old = sched::get_thread(0).ok()?;
+        sched::set_thread(0, Policy::Fifo { priority }).ok()?;
+        Some(RaisedClass(old))
+    }
+}
+
+impl Drop for RaisedClass {
+    fn drop(&mut self) {
+        let _ = sched::set_thread(0, self.0);
+    }
+}
+
 /// Runs `scenario` on this machine.
 pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     let topo = Topology::read(&opts.roots)?;
@@ -570,6 +588,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     };
     let mut isolation = None;
     let mut job_cpus = topo.online.clone();
+    let mut _engine_class = None;
     match &opts.policy {
         RunPolicy::Exclusive(cfg) => {
             let mut cfg = cfg.clone();
@@ -587,8 +606,12 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                 ));
             }
             let mut iso = Isolation::plan(&topo, &roots, &cfg)?;
-            // The sampler itself lives on the system cores.
+            // The sampler itself lives on the system cores, at SCHED_FIFO 10 for the run:
+            // under load the system cores are crowded, and a SCHED_OTHER engine would start
+            // the job late (it allocates the job's memory and creates its threads, which
+            // inherit its class until they move to their own cores at their own priority).
             affinity::set_thread(0, &iso.system)?;
+            _engine_class = RaisedClass::fifo(10);
             iso.apply(journal.as_mut().expect("journal"), &cfg)?;
             job_cpus = iso.job.clone();
             isolation = Some((iso, cfg));
@@ -1660,8 +1683,8 @@ pub struct FairRun {
     trim_cgroup: Vec<usize>,
     trim_entity_of_process: Vec<usize>,
     trim_writes: u64,
-    /// The engine thread's class before the run raised it.
-    old_class: Option<Policy>,
+    /// The engine thread raised to SCHED_FIFO 10 (put back when the run ends).
+    raised: Option<RaisedClass>,
 }
 
 /// The calling thread's CPU time (user + system), ns.
@@ -1761,7 +1784,7 @@ impl FairRun {
             trim_cgroup: Vec::new(),
             trim_entity_of_process: Vec::new(),
             trim_writes: 0,
-            old_class: sched::get_thread(0).ok(),
+            raised: None,
         };
         if name == PolicyName::ProcessFair || tenants {
             let mut cg = crate::cgroup::CpuGroups::create(roots, journal)?;
@@ -1846,7 +1869,8 @@ impl FairRun {
         // fifty), or every period comes late. SCHED_FIFO 10 where allowed, as gang does; job
         // threads are set SCHED_OTHER by their placement. Put back in `finish`; set last, so
         // that a failure above leaves the class alone.
-        if sched::set_thread(0, Policy::Fifo { priority: 10 }).is_err() {
+        run.raised = RaisedClass::fifo(10);
+        if run.raised.is_none() {
             eprintln!("schedkit: warning: {name}: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); controller periods may be late under load");
         }
         Ok(run)
@@ -1964,6 +1988,11 @@ impl FairRun {
     ) -> Result<()> {
         if let (Some(cg), Some(&i)) = (self.cgroups.as_mut(), self.cg_of_group.get(g)) {
             cg.set_weight(i, weight)?;
+            // With the trim on, the group keeps its correction factor from the first moment.
+            if let (Some(t), Some(e)) = (&self.trim, self.trim_cgroup.iter().position(|&c| c == i))
+            {
+                cg.set_weight_trimmed(i, weight as f64 * t.factor(e))?;
+            }
         }
         self.group_weights[g] = weight;
         events.push(Event::GroupWeightChange {
@@ -2228,9 +2257,7 @@ impl FairRun {
     /// journal's undo.
     fn finish(mut self, end: u64) -> FairReport {
         self.ctl = None;
-        if let Some(c) = self.old_class {
-            let _ = sched::set_thread(0, c);
-        }
+        self.raised = None;
         FairReport {
             policy: self.policy,
             period_ns: self.period,

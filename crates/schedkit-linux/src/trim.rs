@@ -44,6 +44,7 @@ pub struct EntityPeriod {
 pub struct ShareTrim {
     factor: Vec<f64>,
     last_cpu: Vec<u64>,
+    last_weight: Vec<u64>,
     last_t: Option<u64>,
 }
 
@@ -59,12 +60,18 @@ impl ShareTrim {
 
     /// One period ending at `now_ns`: updates the factors from what each entity got since the
     /// last call and returns the weights to write (`nominal x factor`, v2 units, unrounded).
-    /// The first call only takes the starting totals.
+    /// The first call only takes the starting totals; so does a period in which a nominal
+    /// weight changed (its CPU time mixes the old share with the new one, and correcting by
+    /// it would overshoot).
     pub fn tick(&mut self, now_ns: u64, entities: &[EntityPeriod]) -> Option<Vec<f64>> {
         let n = entities.len();
         self.factor.resize(n, 1.0);
         self.last_cpu.resize(n, 0);
-        let Some(t0) = self.last_t.replace(now_ns) else {
+        let weights: Vec<u64> = entities.iter().map(|e| e.weight).collect();
+        let reweighted = self.last_weight != weights;
+        self.last_weight = weights;
+        let last_t = self.last_t.replace(now_ns);
+        let (Some(t0), false) = (last_t, reweighted) else {
             for (last, e) in self.last_cpu.iter_mut().zip(entities) {
                 *last = e.cpu_ns;
             }
@@ -168,6 +175,22 @@ mod tests {
     fn weighted_tenants_reach_their_fractions() {
         let (_, shares) = run(&[0.9, 1.1], &[100, 300], &[6, 6], 30);
         assert!((shares[0] - 0.25).abs() < 0.002, "{shares:?}");
+    }
+
+    #[test]
+    fn a_period_with_a_weight_change_corrects_nothing() {
+        let mut trim = ShareTrim::new();
+        let e = |w: u64, cpu: u64| EntityPeriod {
+            weight: w,
+            runnable: 6,
+            cpu_ns: cpu,
+        };
+        assert!(trim.tick(0, &[e(100, 0), e(100, 0)]).is_none());
+        // vm2 goes 1 -> 3 inside the period: its CPU time is half old share, half new.
+        assert!(trim.tick(100, &[e(100, 80), e(300, 120)]).is_none());
+        assert_eq!((trim.factor(0), trim.factor(1)), (1.0, 1.0));
+        let w = trim.tick(200, &[e(100, 130), e(300, 270)]).unwrap();
+        assert_eq!(w, vec![100.0, 300.0], "on target: {trim:?}");
     }
 
     #[test]

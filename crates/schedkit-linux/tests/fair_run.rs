@@ -328,10 +328,11 @@ fn killed_runs_leave_nothing_behind() {
     }
 }
 
-/// A tenants run in a thread of this process; `f` talks to it over its socket.
+/// A tenants run in a thread of this process; `f` talks to it over its socket. Without the
+/// share trim, so that the weight files change only when a request changes them.
 fn with_tenants_run(dir: &Path, f: impl FnOnce(&Path)) -> RunOutcome {
     let sc = scenario(
-        "cores = 2\n[policy]\nname = \"tenants\"\nperiod = \"100ms\"\n[run]\nhorizon = \"20s\"\n\
+        "cores = 2\n[policy]\nname = \"tenants\"\nperiod = \"100ms\"\ntrim = false\n[run]\nhorizon = \"20s\"\n\
          [[group]]\nname = \"vm1\"\nweight = 1\n[[group]]\nname = \"vm2\"\nweight = 3\n\
          [[process]]\nname = \"P1\"\nthreads = 2\ngroup = \"vm1\"\n\
          [[process]]\nname = \"P2\"\nthreads = 2\ngroup = \"vm2\"\n",
