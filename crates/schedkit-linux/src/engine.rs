@@ -19,6 +19,12 @@
 //! measured. Exact kernel counts (switches, migrations, run-queue wait, perf counters, the
 //! longest stall) are kept beside the trace in [`RunOutcome`] and shown by `schedkit run`.
 //!
+//! No CPU time is lost in the layout: schedstat's total of a running thread lags up to a tick,
+//! so a busy CPU can show more CPU time than its interval holds; the excess carries into the
+//! thread's next interval. A thread seen on a new CPU whose time overfills it gives the
+//! overflow back to its old CPU (as far as that has room), placed first there; its piece on
+//! the new CPU comes last and after that.
+//!
 //! ## What sampling costs, and how the engine keeps it small
 //!
 //! Reading three `/proc` files per thread per sample (stat, schedstat, status: open, read,
