@@ -8,7 +8,8 @@
 //!
 //! Per set: jobs and threads; the pool's fiber switch-ins by kind (job start, job resumed after
 //! its region, after a preemption, thread start, thread resumed), threads run inline on their
-//! job's fiber, parks, wake-ups that found nothing, park time-outs; the workers' and the
+//! job's fiber, jobs and threads started in place on the fiber that finished the previous
+//! entry, parks, wake-ups that found nothing, park time-outs; the workers' and the
 //! releaser's kernel switches (perf); the pool's total as the experiment counts it; and the
 //! kernel switches of the same set under SCHED_DEADLINE. Needs root for SCHED_FIFO,
 //! SCHED_DEADLINE and perf.
@@ -35,8 +36,8 @@ fn main() {
         mode.name()
     );
     println!(
-        "{:>4} {:>4} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} | {:>5} {:>5} {:>5} | {:>6} {:>5} | {:>6} {:>6} {:>6}",
-        "set", "jobs", "thr", "jst", "jwait", "jpre", "tst", "tres", "inline", "parks", "empty",
+        "{:>4} {:>4} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} {:>5} | {:>5} {:>5} {:>5} | {:>6} {:>5} | {:>6} {:>6} {:>6}",
+        "set", "jobs", "thr", "jst", "jwait", "jpre", "tst", "tres", "inline", "inpl", "parks", "empty",
         "tmo", "kwork", "krel", "pool", "dl", "ratio"
     );
     let mut ratios = Vec::new();
@@ -55,10 +56,11 @@ fn main() {
         .expect("pool run");
         let p = &r.report.pool;
         let threads: u64 = r.report.jobs.iter().map(|j| j.threads).sum();
-        let kw = r.kernel_context_switches.unwrap_or(0);
+        // Every switch of the pool, as the experiment counts it: fiber switch-ins plus the
+        // kernel switches of the workers and the releaser.
         let kr = r.report.releaser.context_switches.unwrap_or(0);
-        // As the experiment counts it: fiber switch-ins plus the workers' kernel switches.
-        let pool = r.switches + kw;
+        let kw = r.kernel_context_switches.unwrap_or(0) - kr;
+        let pool = r.switches + kw + kr;
         let dl = deadline::run_taskset(
             &tasks,
             &DeadlineOptions {
@@ -76,7 +78,7 @@ fn main() {
         let ratio = pool as f64 / dl.max(1) as f64;
         ratios.push(ratio);
         println!(
-            "{:>4} {:>4} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} | {:>5} {:>5} {:>5} | {:>6} {:>5} | {:>6} {:>6} {:>6.2}{}",
+            "{:>4} {:>4} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} {:>5} | {:>5} {:>5} {:>5} | {:>6} {:>5} | {:>6} {:>6} {:>6.2}{}",
             s,
             r.jobs,
             threads,
@@ -86,6 +88,7 @@ fn main() {
             p.fiber_thread_starts,
             p.fiber_thread_resumes,
             p.inline_threads,
+            p.started_in_place,
             p.parks,
             p.empty_wakes,
             p.park_timeouts,

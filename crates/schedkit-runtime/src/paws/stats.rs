@@ -109,6 +109,9 @@ pub struct PoolCounters {
     pub fiber_thread_resumes: u64,
     /// Parallel threads run to completion on their job's own fiber (no switch).
     pub inline_threads: u64,
+    /// Jobs and threads started on the fiber that had just finished the previous entry of
+    /// its core (no switch).
+    pub started_in_place: u64,
 }
 
 /// The atomics behind [`PoolCounters`].
@@ -124,6 +127,7 @@ pub(crate) struct PoolCountersAtomic {
     pub fiber_thread_starts: AtomicU64,
     pub fiber_thread_resumes: AtomicU64,
     pub inline_threads: AtomicU64,
+    pub started_in_place: AtomicU64,
 }
 
 impl PoolCountersAtomic {
@@ -144,6 +148,7 @@ impl PoolCountersAtomic {
             fiber_thread_starts: r(&self.fiber_thread_starts),
             fiber_thread_resumes: r(&self.fiber_thread_resumes),
             inline_threads: r(&self.inline_threads),
+            started_in_place: r(&self.started_in_place),
         }
     }
 }
@@ -170,11 +175,19 @@ impl RtReport {
     pub fn misses(&self) -> u64 {
         self.jobs.iter().filter(|j| j.missed()).count() as u64
     }
+    /// Kernel context switches of every thread of the pool: the workers and the releaser
+    /// (`None` when perf refused one of them).
     pub fn kernel_context_switches(&self) -> Option<u64> {
-        self.workers.iter().map(|w| w.context_switches).sum()
+        self.kernel_threads().map(|w| w.context_switches).sum()
     }
+    /// Kernel CPU migrations of the workers and the releaser.
     pub fn kernel_migrations(&self) -> Option<u64> {
-        self.workers.iter().map(|w| w.migrations).sum()
+        self.kernel_threads().map(|w| w.migrations).sum()
+    }
+    fn kernel_threads(&self) -> impl Iterator<Item = &WorkerKernel> {
+        // A run without perf has no counter anywhere: `None`, not a sum over nothing.
+        let releaser = (!self.workers.is_empty()).then_some(&self.releaser);
+        self.workers.iter().chain(releaser)
     }
     /// Totals per task from the job records (`names` in task order).
     pub(crate) fn fold_tasks(&mut self, names: &[String]) {

@@ -2,7 +2,7 @@
 //! and reports back what happened (finished, preempted, waiting for a region). And the releaser
 //! thread that releases periodic jobs.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering::*;
 use std::sync::mpsc::Sender;
@@ -17,7 +17,7 @@ use schedkit_linux::sched::{self, Policy};
 use super::job::{Job, Region};
 use super::queues::{Item, Kind, Origin};
 use super::stats::{PoolCountersAtomic, WorkerKernel};
-use super::{Body, JobMeta, Shared, State};
+use super::{Body, JobMeta, Shared};
 use crate::stack::{self, FiberStack};
 
 /// Why a fiber switched back to its worker.
@@ -26,6 +26,12 @@ pub(crate) enum Suspend {
     Preempt,
     /// A job (or thread) waits for the threads of its region.
     Wait(*const Region),
+    /// A fiber that finished its entry picked (under the lock, as `Sched::pick`) a suspended
+    /// fiber: the worker resumes that one; this one is free to carry new work.
+    SwitchTo(Item<Unit>),
+    /// A fiber that finished its entry found nothing to run and the worker's own stack must
+    /// take the idle step (plain work, or the pool stops).
+    Idle,
 }
 
 type Co = Coroutine<(), Suspend, (), FiberStack>;
@@ -38,18 +44,39 @@ pub(crate) struct ThreadStart {
     pub job: Arc<JobMeta>,
 }
 
-/// A started job or thread.
-pub(crate) struct Fib {
-    co: Option<Co>,
-    yielder: Cell<*const Yielder<(), Suspend>>,
+/// The queue header of the entry a fiber runs.
+#[derive(Clone, Copy)]
+struct Hdr {
+    seq: u64,
+    deadline: u64,
+    kind: Kind,
+    spawned_on: usize,
+}
+
+/// The job or thread a fiber is running.
+struct Entry {
     job: Arc<JobMeta>,
     /// For a thread: its region.
     region: *const Region,
-    last_core: usize,
+    hdr: Hdr,
+}
+
+/// A fiber of the pool. It carries entries one after another: started with one, it runs it,
+/// and when it is done picks the next for its core itself, running a job or thread not
+/// started yet right here (no switch: the same stack goes on, as a kernel thread calls its
+/// next function) and handing a suspended fiber to the worker to switch to. A fiber is thus
+/// switched to only when something suspended must go on, or when the worker needs a fiber to
+/// carry new work after the one it had suspended (a preemption, a wait).
+pub(crate) struct Fib {
+    co: Option<Co>,
+    yielder: Cell<*const Yielder<(), Suspend>>,
+    /// What it runs now (`None` between entries).
+    entry: RefCell<Option<Entry>>,
+    /// Set by the worker before resuming a free fiber: the entry to start.
+    assign: RefCell<Option<(Item<Unit>, Origin)>>,
+    last_core: Cell<usize>,
     /// Why it last switched out (what its next switch-in is counted as).
     last: Cell<Last>,
-    /// Its own entry header (seq, kind, spawned_on), set when it first runs.
-    own: (u64, Kind, usize),
     /// While it runs a thread of its region inline (`run_inline`): that thread's seq and
     /// spawning core, so that a preemption there puts it back as that thread (rule ii).
     inline: Cell<Option<(u64, usize)>>,
@@ -196,67 +223,37 @@ fn new_stack(sh: &Shared) -> FiberStack {
     })
 }
 
-fn job_fiber(sh: &Shared, meta: Arc<JobMeta>) -> Box<Fib> {
+/// A new fiber, free to carry work (see [`Fib`]).
+fn carrier(sh: &Shared) -> Box<Fib> {
     let stack = new_stack(sh);
     let (guard, size) = (stack.guard_range(), stack.size());
-    let m = meta.clone();
     let shp = sh as *const Shared as usize;
     let co = Co::with_stack(stack, move |y: &Yielder<(), Suspend>, ()| {
         set_yielder(y);
         // SAFETY: the pool's Shared outlives every fiber (the pool waits for all jobs).
         let sh = unsafe { &*(shp as *const Shared) };
-        let now = sh.now();
-        m.counters.start.store(now, Relaxed);
-        m.counters.started.store(true, Relaxed);
-        if m.counters.preempting.load(Relaxed) {
-            sh.latencies.lock().push(now.saturating_sub(m.release));
-        }
-        let job = Job::new(m.clone());
-        let r = std::panic::catch_unwind(AssertUnwindSafe(|| match &m.body {
-            Body::Task(t) => (t.body)(&job),
-            Body::Once(f) => {
-                if let Some(f) = f.lock().take() {
-                    f(&job)
+        // Nothing owned lives across the suspensions of this loop (`Suspend::SwitchTo` and
+        // `Idle`), so a free fiber can be reset without running destructors at the end.
+        loop {
+            let Some(mut next) = me().assign.borrow_mut().take() else {
+                return;
+            };
+            loop {
+                run_entry(sh, next);
+                match after_entry(sh) {
+                    Some(n) => next = n,
+                    None => break,
                 }
             }
-        }));
-        if r.is_err() {
-            m.counters.panicked.store(true, Relaxed);
         }
     });
     Box::new(Fib {
         co: Some(co),
         yielder: Cell::new(std::ptr::null()),
-        job: meta,
-        region: std::ptr::null(),
-        last_core: usize::MAX,
+        entry: RefCell::new(None),
+        assign: RefCell::new(None),
+        last_core: Cell::new(usize::MAX),
         last: Cell::new(Last::Preempted),
-        own: (0, Kind::Job, usize::MAX),
-        inline: Cell::new(None),
-        guard,
-        size,
-    })
-}
-
-fn thread_fiber(sh: &Shared, t: ThreadStart) -> Box<Fib> {
-    let stack = new_stack(sh);
-    let (guard, size) = (stack.guard_range(), stack.size());
-    let ThreadStart { f, region, job } = t;
-    let j = job.clone();
-    let co = Co::with_stack(stack, move |y: &Yielder<(), Suspend>, ()| {
-        set_yielder(y);
-        if std::panic::catch_unwind(AssertUnwindSafe(f)).is_err() {
-            j.counters.panicked.store(true, Relaxed);
-        }
-    });
-    Box::new(Fib {
-        co: Some(co),
-        yielder: Cell::new(std::ptr::null()),
-        job,
-        region,
-        last_core: usize::MAX,
-        last: Cell::new(Last::Preempted),
-        own: (0, Kind::Job, usize::MAX),
         inline: Cell::new(None),
         guard,
         size,
@@ -268,136 +265,218 @@ fn set_yielder(y: &Yielder<(), Suspend>) {
     unsafe { (*(*current()).fib).yielder.set(y) };
 }
 
-/// What happened to the entry a worker ran.
-enum Outcome {
-    Done(Box<Fib>),
-    Preempted(Box<Fib>),
-    Wait(Box<Fib>, *const Region),
+/// The running fiber.
+fn me() -> &'static Fib {
+    // SAFETY: only called on a pool fiber, whose Fib outlives its run.
+    unsafe { &*(*current()).fib }
 }
 
-fn run(sh: &Shared, core: usize, it: &mut Option<Item<Unit>>, origin: Origin) -> Outcome {
-    let item = it.as_mut().unwrap();
-    let unit = std::mem::replace(&mut item.payload, Unit::Job(dummy()));
-    let fresh = !matches!(unit, Unit::Fiber(_));
-    let mut fib = match unit {
-        Unit::Job(m) => job_fiber(sh, m),
-        Unit::Thread(t) => thread_fiber(sh, t),
-        Unit::Fiber(f) => f,
+/// The core of the worker running the calling fiber (re-read after any suspension).
+fn my_core() -> usize {
+    // SAFETY: only called on a pool fiber.
+    unsafe { (*current()).core }
+}
+
+/// Runs a job or thread not started yet on the calling fiber, to its end (it may be
+/// suspended and resumed, on other workers too, on the way).
+fn run_entry(sh: &Shared, (item, origin): (Item<Unit>, Origin)) {
+    let core = my_core();
+    let fib = me();
+    let Item {
+        seq,
+        deadline,
+        kind,
+        spawned_on,
+        payload,
+    } = item;
+    let hdr = Hdr {
+        seq,
+        deadline,
+        kind,
+        spawned_on,
     };
-    let c = &fib.job.counters;
-    c.add(&c.switches, 1);
+    fib.last_core.set(core);
+    match payload {
+        Unit::Job(m) => {
+            *fib.entry.borrow_mut() = Some(Entry {
+                job: m.clone(),
+                region: std::ptr::null(),
+                hdr,
+            });
+            let now = sh.now();
+            m.counters.start.store(now, Relaxed);
+            m.counters.started.store(true, Relaxed);
+            if m.counters.preempting.load(Relaxed) {
+                sh.latencies.lock().push(now.saturating_sub(m.release));
+            }
+            let job = Job::new(m.clone());
+            let r = std::panic::catch_unwind(AssertUnwindSafe(|| match &m.body {
+                Body::Task(t) => (t.body)(&job),
+                Body::Once(f) => {
+                    let f = f.lock().take();
+                    if let Some(f) = f {
+                        f(&job)
+                    }
+                }
+            }));
+            if r.is_err() {
+                m.counters.panicked.store(true, Relaxed);
+            }
+        }
+        Unit::Thread(ThreadStart { f, region, job }) => {
+            let c = &job.counters;
+            if origin == Origin::Stolen {
+                c.add(&c.steals, 1);
+            }
+            if spawned_on != core {
+                c.add(&c.migrations, 1);
+            }
+            *fib.entry.borrow_mut() = Some(Entry {
+                job: job.clone(),
+                region,
+                hdr,
+            });
+            if std::panic::catch_unwind(AssertUnwindSafe(f)).is_err() {
+                c.panicked.store(true, Relaxed);
+            }
+        }
+        Unit::Fiber(_) => unreachable!("a suspended fiber is resumed by its worker"),
+    }
+}
+
+/// The calling fiber's entry finished: settles it under the state lock, then picks the next
+/// entry for its core. Returns one not started yet, to run on this fiber; otherwise hands the
+/// worker a suspended fiber to switch to, or the idle step, and returns `None` once resumed
+/// (with a new assignment, or none to end).
+fn after_entry(sh: &Shared) -> Option<(Item<Unit>, Origin)> {
+    let core = my_core();
+    let fib = me();
+    let e = fib.entry.borrow_mut().take().expect("a running entry");
+    let mut st = sh.state.lock();
+    st.sched.stopped(core);
+    if e.hdr.kind == Kind::Job {
+        finish_job(sh, &e.job);
+        sh.job_done(&mut st, e.job.task);
+    } else {
+        // SAFETY: the region lives until its job resumes, which needs this count.
+        let region = unsafe { &*e.region };
+        if let Some(waiter) = region.thread_done() {
+            sh.ready(&mut st, waiter);
+        }
+    }
+    drop(e);
+    let mut woke = false;
+    loop {
+        sh.workers[core].kick.store(false, Relaxed);
+        match st.sched.pick(core) {
+            Some((it, o)) => {
+                sh.workers[core].preempt.store(false, Release);
+                if !matches!(it.payload, Unit::Fiber(_)) {
+                    PoolCountersAtomic::bump(&sh.counters.started_in_place);
+                    return Some((it, o));
+                }
+                drop(st);
+                suspend(Suspend::SwitchTo(it));
+                return None;
+            }
+            None => {
+                if (sh.stop.load(SeqCst) && st.in_flight == 0) || sh.plain.used() {
+                    drop(st);
+                    suspend(Suspend::Idle);
+                    return None;
+                }
+                drop(st);
+                if woke {
+                    PoolCountersAtomic::bump(&sh.counters.empty_wakes);
+                }
+                // Sleeping here blocks the worker thread with this fiber on it: whatever
+                // comes next and has not started yet runs on it without a switch.
+                park(sh);
+                woke = true;
+                st = sh.state.lock();
+            }
+        }
+    }
+}
+
+/// The queue entry a suspended fiber stands for: its entry, or the thread it was running
+/// inline when it stopped.
+fn filed(fib: Box<Fib>) -> Item<Unit> {
+    let h = fib.entry.borrow().as_ref().expect("a suspended entry").hdr;
+    let (seq, kind, spawned_on) = match fib.inline.get() {
+        Some((seq, spawned_on)) => (seq, Kind::Thread, spawned_on),
+        None => (h.seq, h.kind, h.spawned_on),
+    };
+    Item {
+        seq,
+        deadline: h.deadline,
+        kind,
+        spawned_on,
+        payload: Unit::Fiber(fib),
+    }
+}
+
+/// Switches to `fib` (a suspended entry, or a free fiber with an assignment), counting the
+/// switch.
+fn resume(sh: &Shared, core: usize, fib: &mut Fib) -> CoroutineResult<Suspend, ()> {
     let pc = &sh.counters;
-    PoolCountersAtomic::bump(match (fresh, item.kind, fib.last.get()) {
-        (true, Kind::Job, _) => &pc.fiber_job_starts,
-        (true, Kind::Thread, _) => &pc.fiber_thread_starts,
-        (false, Kind::Job, Last::Waited) => &pc.fiber_job_after_wait,
-        (false, Kind::Job, Last::Preempted) => &pc.fiber_job_after_preempt,
-        (false, Kind::Thread, _) => &pc.fiber_thread_resumes,
-    });
-    if fresh && item.kind == Kind::Thread {
-        if origin == Origin::Stolen {
-            c.add(&c.steals, 1);
+    let assigned = fib
+        .assign
+        .borrow()
+        .as_ref()
+        .map(|(it, _)| match &it.payload {
+            Unit::Job(m) => (Kind::Job, m.clone()),
+            Unit::Thread(t) => (Kind::Thread, t.job.clone()),
+            Unit::Fiber(_) => unreachable!("assignments are entries not started yet"),
+        });
+    let job = match assigned {
+        Some((kind, job)) => {
+            PoolCountersAtomic::bump(if kind == Kind::Job {
+                &pc.fiber_job_starts
+            } else {
+                &pc.fiber_thread_starts
+            });
+            Some(job)
         }
-        if item.spawned_on != core {
-            c.add(&c.migrations, 1);
+        None => {
+            let e = fib.entry.borrow();
+            e.as_ref().map(|e| {
+                let thread = e.hdr.kind == Kind::Thread || fib.inline.get().is_some();
+                PoolCountersAtomic::bump(match (thread, fib.last.get()) {
+                    (true, _) => &pc.fiber_thread_resumes,
+                    (false, Last::Waited) => &pc.fiber_job_after_wait,
+                    (false, Last::Preempted) => &pc.fiber_job_after_preempt,
+                });
+                if fib.last_core.get() != core {
+                    let c = &e.job.counters;
+                    c.add(&c.migrations, 1);
+                }
+                e.job.clone()
+            })
         }
-    } else if !fresh && fib.last_core != core {
-        c.add(&c.migrations, 1);
+    };
+    if let Some(j) = &job {
+        let c = &j.counters;
+        c.add(&c.switches, 1);
     }
-    fib.last_core = core;
-    if fresh {
-        fib.own = (item.seq, item.kind, item.spawned_on);
-    }
+    drop(job);
+    fib.last_core.set(core);
     let cur = Current {
         shared: sh,
         core,
         fib: &*fib,
     };
     CUR.with(|x| x.set(&cur));
-    stack::set_running(fib.guard, item.seq, fib.size);
+    stack::set_running(fib.guard, 0, fib.size);
     let r = fib.co.as_mut().unwrap().resume(());
     stack::clear_running();
     CUR.with(|x| x.set(std::ptr::null()));
-    // What the fiber is now: itself, or the thread it was running inline when it stopped.
-    (item.seq, item.kind, item.spawned_on) = match fib.inline.get() {
-        Some((seq, spawned_on)) => (seq, Kind::Thread, spawned_on),
-        None => fib.own,
-    };
-    match r {
-        CoroutineResult::Return(()) => Outcome::Done(fib),
-        CoroutineResult::Yield(Suspend::Preempt) => {
-            fib.last.set(Last::Preempted);
-            Outcome::Preempted(fib)
-        }
-        CoroutineResult::Yield(Suspend::Wait(r)) => {
-            fib.last.set(Last::Waited);
-            Outcome::Wait(fib, r)
-        }
+    match &r {
+        CoroutineResult::Yield(Suspend::Preempt) => fib.last.set(Last::Preempted),
+        CoroutineResult::Yield(Suspend::Wait(_)) => fib.last.set(Last::Waited),
+        _ => {}
     }
-}
-
-/// A placeholder payload while the real one runs (never scheduled).
-fn dummy() -> Arc<JobMeta> {
-    static D: std::sync::OnceLock<Arc<JobMeta>> = std::sync::OnceLock::new();
-    D.get_or_init(|| {
-        Arc::new(JobMeta {
-            task: usize::MAX,
-            index: 0,
-            release: 0,
-            deadline: 0,
-            counters: Default::default(),
-            body: Body::Once(parking_lot::Mutex::new(None)),
-        })
-    })
-    .clone()
-}
-
-/// Handles an outcome under the state lock; returns the entry to resume at once (a job whose
-/// region had already completed when it asked to wait).
-fn settle(
-    sh: &Shared,
-    st: &mut State,
-    core: usize,
-    mut item: Item<Unit>,
-    out: Outcome,
-) -> Option<Item<Unit>> {
-    match out {
-        Outcome::Done(mut fib) => {
-            st.sched.stopped(core);
-            let stack = fib.co.take().unwrap().into_stack();
-            sh.stacks.lock().push(stack);
-            if item.kind == Kind::Job {
-                finish_job(sh, &fib.job);
-                sh.job_done(st, fib.job.task);
-            } else {
-                // SAFETY: the region lives until its job resumes, which needs this count.
-                let region = unsafe { &*fib.region };
-                if let Some(waiter) = region.thread_done() {
-                    sh.ready(st, waiter);
-                }
-            }
-            None
-        }
-        Outcome::Preempted(fib) => {
-            let c = &fib.job.counters;
-            c.add(&c.preemptions, 1);
-            item.payload = Unit::Fiber(fib);
-            st.sched.preempted(core, item);
-            None
-        }
-        Outcome::Wait(fib, region) => {
-            item.payload = Unit::Fiber(fib);
-            // SAFETY: the region is in the frame of the waiting fiber, which is suspended.
-            let region = unsafe { &*region };
-            match region.wait(item) {
-                Some(again) => Some(again),
-                None => {
-                    st.sched.stopped(core);
-                    None
-                }
-            }
-        }
-    }
+    r
 }
 
 fn finish_job(sh: &Shared, m: &JobMeta) {
@@ -450,6 +529,8 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
     let mut st = sh.state.lock();
     // Set after a park: a wake-up that finds nothing to run is counted.
     let mut woke = false;
+    // Fibers free to carry new work (see `Fib`).
+    let mut spare: Vec<Box<Fib>> = Vec::new();
     loop {
         // Whatever woke us is being looked at now.
         sh.workers[core].kick.store(false, Relaxed);
@@ -475,24 +556,77 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
         woke = false;
         sh.workers[core].preempt.store(false, Release);
         drop(st);
-        let mut slot = Some(item);
-        loop {
-            let out = run(&sh, core, &mut slot, origin);
-            let item = slot.take().unwrap();
-            let mut g = sh.state.lock();
-            match settle(&sh, &mut g, core, item, out) {
-                Some(again) => {
-                    drop(g);
-                    slot = Some(again);
+        let mut fib = match item.payload {
+            Unit::Fiber(_) => {
+                let Unit::Fiber(f) = item.payload else {
+                    unreachable!()
+                };
+                f
+            }
+            _ => {
+                let f = spare.pop().unwrap_or_else(|| carrier(&sh));
+                *f.assign.borrow_mut() = Some((item, origin));
+                f
+            }
+        };
+        st = loop {
+            let r = resume(&sh, core, &mut fib);
+            match r {
+                CoroutineResult::Return(()) => {
+                    unreachable!("a fiber with an assignment does not end")
                 }
-                None => {
-                    st = g;
-                    break;
+                CoroutineResult::Yield(Suspend::SwitchTo(it)) => {
+                    spare.push(fib);
+                    let Unit::Fiber(f) = it.payload else {
+                        unreachable!("SwitchTo carries a suspended fiber")
+                    };
+                    fib = f;
+                }
+                CoroutineResult::Yield(Suspend::Idle) => {
+                    spare.push(fib);
+                    break sh.state.lock();
+                }
+                CoroutineResult::Yield(Suspend::Preempt) => {
+                    let item = filed(fib);
+                    let mut g = sh.state.lock();
+                    if let Unit::Fiber(f) = &item.payload {
+                        if let Some(e) = f.entry.borrow().as_ref() {
+                            let c = &e.job.counters;
+                            c.add(&c.preemptions, 1);
+                        }
+                    }
+                    g.sched.preempted(core, item);
+                    break g;
+                }
+                CoroutineResult::Yield(Suspend::Wait(region)) => {
+                    let item = filed(fib);
+                    let mut g = sh.state.lock();
+                    // SAFETY: the region is in the frame of the waiting fiber, which is
+                    // suspended.
+                    match unsafe { &*region }.wait(item) {
+                        Some(again) => {
+                            drop(g);
+                            let Unit::Fiber(f) = again.payload else {
+                                unreachable!()
+                            };
+                            fib = f;
+                        }
+                        None => {
+                            g.sched.stopped(core);
+                            break g;
+                        }
+                    }
                 }
             }
-        }
+        };
     }
     drop(st);
+    for mut f in spare {
+        // SAFETY: a free fiber holds nothing owned across its suspension (see `carrier`).
+        let mut co = f.co.take().unwrap();
+        unsafe { co.force_reset() };
+        sh.stacks.lock().push(co.into_stack());
+    }
     let k = read_kernel(&sh, &format!("worker {core}"), cpu, counters.as_mut());
     sh.kernel.lock().push(k);
 }
@@ -616,7 +750,12 @@ pub(crate) fn releaser(sh: Arc<Shared>, ready: Sender<()>) {
             }
         }
         drop(st);
-        let wait = next.saturating_sub(sh.now());
-        std::thread::park_timeout(Duration::from_nanos(wait.min(100_000_000)));
+        // Every sleep is a kernel context switch of this thread: sleep until the next release
+        // exactly (a new task and `stop` unpark it), never in shorter slices.
+        if next == u64::MAX {
+            std::thread::park();
+        } else {
+            std::thread::park_timeout(Duration::from_nanos(next.saturating_sub(sh.now())));
+        }
     }
 }
