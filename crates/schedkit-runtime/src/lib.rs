@@ -39,5 +39,5 @@ pub use prim::{Barrier, Channel, Event, EventKind, Mutex, MutexGuard, Semaphore}
 #[cfg(not(loom))]
 pub use rt::{
     current_worker, in_fiber, sleep, spawn, yield_now, Arch, Config, Handle, JoinError, JoinHandle,
-    Runtime,
+    Runtime, Stats,
 };

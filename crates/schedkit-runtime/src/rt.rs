@@ -233,6 +233,75 @@ pub(crate) struct Worker {
     wakes: CachePadded<AtomicU64>,
     finished: AtomicU64,
     timers: AtomicU64,
+    /// Diagnostic counters only this ST writes ([`Handle::stats`]).
+    stats: CachePadded<StCounters>,
+}
+
+/// Per-ST diagnostic counters, written with plain stores by their ST only.
+#[derive(Default)]
+struct StCounters {
+    runs: AtomicU64,
+    slot_runs: AtomicU64,
+    steals: AtomicU64,
+    remote_readies: AtomicU64,
+    parks: AtomicU64,
+    a1_scans: AtomicU64,
+    a1_scanned: AtomicU64,
+}
+
+/// What the runtime's scheduler threads did since it started, summed over the STs (see
+/// [`Handle::stats`]). Subtract two snapshots to get the counts of one phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Fiber resumptions.
+    pub runs: u64,
+    /// Resumptions of the fiber in the run-next slot.
+    pub slot_runs: u64,
+    /// Fibers taken from another ST's ready queue.
+    pub steals: u64,
+    /// Fibers that switched out to block on a primitive (including those that found a
+    /// permit after the switch).
+    pub blocks: u64,
+    /// Blocked fibers made ready (by an ST or from outside).
+    pub wakes: u64,
+    /// Fibers an ST made ready on another ST's queue or inbox (cross-ST hand-overs).
+    pub remote_readies: u64,
+    /// Times an idle ST parked its thread.
+    pub parks: u64,
+    /// A1: scans of an ST's blocked queue, and blocked fibers looked at by them.
+    pub a1_scans: u64,
+    pub a1_scanned: u64,
+}
+
+impl Stats {
+    /// Applies `op` to every pair of fields.
+    pub fn zip(self, o: Stats, op: impl Fn(u64, u64) -> u64) -> Stats {
+        Stats {
+            runs: op(self.runs, o.runs),
+            slot_runs: op(self.slot_runs, o.slot_runs),
+            steals: op(self.steals, o.steals),
+            blocks: op(self.blocks, o.blocks),
+            wakes: op(self.wakes, o.wakes),
+            remote_readies: op(self.remote_readies, o.remote_readies),
+            parks: op(self.parks, o.parks),
+            a1_scans: op(self.a1_scans, o.a1_scans),
+            a1_scanned: op(self.a1_scanned, o.a1_scanned),
+        }
+    }
+}
+
+impl std::ops::Sub for Stats {
+    type Output = Stats;
+    fn sub(self, o: Stats) -> Stats {
+        self.zip(o, |a, b| a.saturating_sub(b))
+    }
+}
+
+impl std::ops::Add for Stats {
+    type Output = Stats;
+    fn add(self, o: Stats) -> Stats {
+        self.zip(o, |a, b| a + b)
+    }
 }
 
 /// The state every handle shares.
@@ -426,6 +495,7 @@ impl Runtime {
                 wakes: CachePadded::new(AtomicU64::new(0)),
                 finished: AtomicU64::new(0),
                 timers: AtomicU64::new(0),
+                stats: CachePadded::new(StCounters::default()),
             })
             .collect();
         let shared = Arc::new(Shared {
@@ -552,6 +622,28 @@ impl Handle {
     pub fn deadlocked(&self) -> bool {
         self.shared.deadlock.load(Acquire)
     }
+
+    /// The scheduler threads' counters so far (a snapshot; each ST's counters are exact once
+    /// it is idle).
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats {
+            wakes: self.shared.outside_wakes.load(Relaxed),
+            ..Stats::default()
+        };
+        for w in self.shared.workers.iter() {
+            let c = &w.stats;
+            s.runs += c.runs.load(Relaxed);
+            s.slot_runs += c.slot_runs.load(Relaxed);
+            s.steals += c.steals.load(Relaxed);
+            s.blocks += w.blocks.load(Relaxed);
+            s.wakes += w.wakes.load(Relaxed);
+            s.remote_readies += c.remote_readies.load(Relaxed);
+            s.parks += c.parks.load(Relaxed);
+            s.a1_scans += c.a1_scans.load(Relaxed);
+            s.a1_scanned += c.a1_scanned.load(Relaxed);
+        }
+        s
+    }
 }
 
 fn spawn_fiber<F, T>(shared: &Arc<Shared>, f: F, bound: Option<usize>) -> JoinHandle<T>
@@ -629,6 +721,13 @@ impl Shared {
             }
         }
         let w = &self.workers[f.home];
+        let st = current_st();
+        if !st.is_null() && std::ptr::eq(unsafe { &*(*st).shared }, self) {
+            let i = unsafe { (*st).index };
+            if i != f.home {
+                bump(&self.workers[i].stats.remote_readies);
+            }
+        }
         let bound = f.bound;
         if bound {
             let p = Box::into_raw(f);
@@ -739,11 +838,13 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
         }
         if f.is_some() {
             streak += 1;
+            bump(&me.stats.slot_runs);
         } else {
             streak = 0;
             f = next_fiber(sh, index);
         }
         if let Some(f) = f {
+            bump(&me.stats.runs);
             run(&ctx, f);
             since_service += 1;
             // Timers and A1 notifications are served when the ST idles, and also every
@@ -774,6 +875,7 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
         if found {
             continue;
         }
+        bump(&me.stats.parks);
         me.sleeping.store(true, SeqCst);
         sh.sleepers.fetch_add(1, SeqCst);
         if !has_work(sh, index) && !sh.stop.load(SeqCst) {
@@ -847,6 +949,7 @@ fn next_fiber(sh: &Shared, index: usize) -> Option<Box<Fiber>> {
                 }
                 continue;
             }
+            bump(&sh.workers[index].stats.steals);
             return Some(f);
         }
     }
@@ -905,6 +1008,9 @@ fn service(ctx: &StCtx) -> bool {
     if me.notified.load(Relaxed) && me.notified.swap(false, SeqCst) {
         // A1: scan the whole blocked queue for fibers whose primitive lets them go.
         let mut local = ctx.local.borrow_mut();
+        bump(&me.stats.a1_scans);
+        let c = &me.stats.a1_scanned;
+        c.store(c.load(Relaxed) + local.a1_blocked.len() as u64, Relaxed);
         let mut i = 0;
         while i < local.a1_blocked.len() {
             // SAFETY: a blocked fiber keeps its primitive borrowed, so it is alive.

@@ -4,12 +4,12 @@
 
 #[cfg(not(loom))]
 pub(crate) mod atomic {
-    pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+    pub(crate) use std::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
 }
 
 #[cfg(loom)]
 pub(crate) mod atomic {
-    pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+    pub(crate) use loom::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering};
 }
 
 /// A spin-loop hint that lets loom switch threads (a bare `spin_loop` would make a loom model

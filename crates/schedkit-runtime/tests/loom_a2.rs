@@ -147,3 +147,41 @@ fn auto_event_two_sets_two_waiters() {
         }
     });
 }
+
+#[test]
+fn manual_event_set_reset_set_two_waiters() {
+    // A manual-reset event set, reset and set again while two fibers block on it: the walk
+    // that meets the reset puts waiters back, and the put-back is itself a publish that must
+    // not miss the later set. The event ends set, so nobody may stay blocked.
+    model(|| {
+        let m = Arc::new(Model {
+            core: A2Core::new(0, 1, true),
+            nodes: [Node::new(), Node::new()],
+            passed: AtomicUsize::new(0),
+        });
+        let mut ts = Vec::new();
+        for i in 0..2 {
+            let m = m.clone();
+            ts.push(thread::spawn(move || join(&m, i)));
+        }
+        {
+            let m = m.clone();
+            ts.push(thread::spawn(move || m.core.release(1, &mut |q| wake(q))));
+        }
+        m.core.reset();
+        m.core.release(1, &mut |q| wake(q));
+        for t in ts {
+            t.join().unwrap();
+        }
+        let w = [m.nodes[0].woken.load(SeqCst), m.nodes[1].woken.load(SeqCst)];
+        let passed = m.passed.load(SeqCst);
+        assert!(w[0] <= 1 && w[1] <= 1, "woken twice: {w:?}");
+        assert_eq!(
+            w[0] + w[1] + passed,
+            2,
+            "lost wake-up: {w:?} passed {passed}"
+        );
+        assert_eq!(m.core.permits(), 1);
+        assert!(m.core.is_empty());
+    });
+}

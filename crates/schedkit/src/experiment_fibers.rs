@@ -35,7 +35,7 @@ use comfy_table::Table;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use schedkit_runtime::{Arch, Config, Event, EventKind, Runtime};
+use schedkit_runtime::{Arch, Config, Event, EventKind, Runtime, Stats};
 use serde::Serialize;
 
 use crate::chart::{Axis, Chart, LineChart, Series};
@@ -73,6 +73,10 @@ pub struct FibersGaussArgs {
     /// Print {"rows": [...]} as JSON instead of the tables.
     #[arg(long)]
     pub json: bool,
+    /// Also print the scheduler's counters per phase (blocks, wake-ups, cross-ST hand-overs,
+    /// steals, slot runs, parks; per run, summed over the STs) for A1 and A2.
+    #[arg(long)]
+    pub counters: bool,
     /// Where to write the chart of time against thread count.
     #[arg(long, value_name = "FILE.svg", default_value = "fibers-gauss.svg")]
     pub svg: PathBuf,
@@ -212,10 +216,12 @@ pub fn run(a: FibersGaussArgs) -> Result<(), Failure> {
             .unwrap(),
     );
     let mut rows = Vec::new();
+    let mut counters = Vec::new();
     for &(m, t, p) in &cells {
         let mut fw = Vec::new();
         let mut bw = Vec::new();
         let mut worst = 0.0f64;
+        let mut cnt = [Stats::default(); 2];
         for _ in 0..repeat {
             bar.set_message(format!("method {m}, {} threads, {}", t, p.name()));
             let (f, b, res) = match p {
@@ -235,11 +241,21 @@ pub fn run(a: FibersGaussArgs) -> Result<(), Failure> {
                 )));
             }
             worst = worst.max(res);
-            fw.push(f);
-            bw.push(b);
+            for (c, ph) in cnt.iter_mut().zip([&f, &b]) {
+                if let Some(s) = ph.stats {
+                    *c = *c + s;
+                }
+            }
+            fw.push(f.secs);
+            bw.push(b.secs);
             bar.inc(1);
         }
         let (f, b) = (median(&fw), median(&bw));
+        if a.counters && matches!(p, Peer::Arch(x) if x != Arch::A0) {
+            for (phase, c) in ["forward", "backward"].iter().zip(cnt) {
+                counters.push((m, t, p.name(), *phase, c.zip(c, |x, _| x / repeat as u64)));
+            }
+        }
         rows.push(Row {
             method: m,
             arch: p.name(),
@@ -269,6 +285,10 @@ pub fn run(a: FibersGaussArgs) -> Result<(), Failure> {
                 "Speed-up in % ((t_old / t_new - 1) x 100), per phase, as in seed 003 figures 3 and 5:\n"
             );
             println!("{t}\n");
+        }
+        if !counters.is_empty() {
+            println!("Scheduler counters per run (mean over the repeats, summed over the STs):\n");
+            println!("{}\n", counters_table(&counters));
         }
         for s in &skipped {
             println!("skipped: {s}");
@@ -346,6 +366,10 @@ pub trait Backend {
     fn wait(e: &Self::Ev);
     fn set(e: &Self::Ev);
     fn run_all(&self, jobs: Vec<Box<dyn FnOnce() + Send + 'static>>) -> anyhow::Result<()>;
+    /// The scheduler's counters so far, where it keeps them.
+    fn stats(&self) -> Option<Stats> {
+        None
+    }
 }
 
 struct SkBackend<'a>(&'a Runtime);
@@ -368,6 +392,9 @@ impl Backend for SkBackend<'_> {
                 .map_err(|e| anyhow::anyhow!("a user thread failed: {e}"))?;
         }
         Ok(())
+    }
+    fn stats(&self) -> Option<Stats> {
+        (self.0.arch() != Arch::A0).then(|| self.0.handle().stats())
     }
 }
 
@@ -416,9 +443,31 @@ impl Shared {
     }
 }
 
-/// Solves `sys` with method `m` and `t` user threads; returns (forward s, backward s,
-/// residual).
-fn solve<B: Backend>(be: &B, sys: &System, m: u8, t: usize) -> anyhow::Result<(f64, f64, f64)> {
+/// One timed phase: seconds, and the scheduler's counters for it (schedkit runtimes only).
+struct Phase {
+    secs: f64,
+    stats: Option<Stats>,
+}
+
+/// Runs one phase's user threads to completion, timing them.
+fn timed<B: Backend>(
+    be: &B,
+    jobs: Vec<Box<dyn FnOnce() + Send + 'static>>,
+) -> anyhow::Result<Phase> {
+    let before = be.stats();
+    let t0 = Instant::now();
+    be.run_all(jobs)?;
+    let secs = t0.elapsed().as_secs_f64();
+    // The STs update their counters after the last join returns; a short wait lets them settle.
+    let stats = before.map(|b| {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        be.stats().unwrap() - b
+    });
+    Ok(Phase { secs, stats })
+}
+
+/// Solves `sys` with method `m` and `t` user threads; returns (forward, backward, residual).
+fn solve<B: Backend>(be: &B, sys: &System, m: u8, t: usize) -> anyhow::Result<(Phase, Phase, f64)> {
     let n = sys.n;
     let w = n + 1;
     let mut aug = vec![0.0; n * w];
@@ -442,7 +491,7 @@ fn method1<B: Backend>(
     x: &Arc<Shared>,
     n: usize,
     t: usize,
-) -> anyhow::Result<(f64, f64)> {
+) -> anyhow::Result<(Phase, Phase)> {
     let w = n + 1;
     let row_ready: Arc<Vec<B::Ev>> = Arc::new((0..n).map(|_| be.event()).collect());
     let jobs: Vec<Box<dyn FnOnce() + Send>> = (0..t)
@@ -475,9 +524,7 @@ fn method1<B: Backend>(
             }) as Box<dyn FnOnce() + Send>
         })
         .collect();
-    let t0 = Instant::now();
-    be.run_all(jobs)?;
-    let fw = t0.elapsed().as_secs_f64();
+    let fw = timed(be, jobs)?;
 
     let x_ready: Arc<Vec<B::Ev>> = Arc::new((0..n).map(|_| be.event()).collect());
     let jobs: Vec<Box<dyn FnOnce() + Send>> = (0..t)
@@ -508,9 +555,7 @@ fn method1<B: Backend>(
             }) as Box<dyn FnOnce() + Send>
         })
         .collect();
-    let t0 = Instant::now();
-    be.run_all(jobs)?;
-    Ok((fw, t0.elapsed().as_secs_f64()))
+    Ok((fw, timed(be, jobs)?))
 }
 
 /// Tile geometry of method 2 over the augmented n x (n+1) matrix.
@@ -539,7 +584,7 @@ fn method2<B: Backend>(
     x: &Arc<Shared>,
     n: usize,
     t: usize,
-) -> anyhow::Result<(f64, f64)> {
+) -> anyhow::Result<(Phase, Phase)> {
     let w = n + 1;
     let (r, c) = grid(t);
     let g = Tiles { n, r, c };
@@ -592,9 +637,7 @@ fn method2<B: Backend>(
             }) as Box<dyn FnOnce() + Send>
         })
         .collect();
-    let t0 = Instant::now();
-    be.run_all(jobs)?;
-    let fw = t0.elapsed().as_secs_f64();
+    let fw = timed(be, jobs)?;
 
     // Backward. x_ready[j]: x[j] is known. part_ready[I * c + J]: tile (I, J)'s partial sums
     // (over its columns, for its rows left of the block) are in partial[tile].
@@ -667,9 +710,7 @@ fn method2<B: Backend>(
             }) as Box<dyn FnOnce() + Send>
         })
         .collect();
-    let t0 = Instant::now();
-    be.run_all(jobs)?;
-    Ok((fw, t0.elapsed().as_secs_f64()))
+    Ok((fw, timed(be, jobs)?))
 }
 
 fn times_table(rows: &[Row]) -> Table {
@@ -691,6 +732,42 @@ fn times_table(rows: &[Row]) -> Table {
             format!("{:.4}", r.backward_s),
             format!("{:.4}", r.total_s),
             format!("{:.1e}", r.residual),
+        ]);
+    }
+    t
+}
+
+fn counters_table(rows: &[(u8, usize, String, &str, Stats)]) -> Table {
+    let mut t = table(&[
+        "method",
+        "threads",
+        "arch",
+        "phase",
+        "runs",
+        "slot runs",
+        "blocks",
+        "wakes",
+        "cross-ST",
+        "steals",
+        "parks",
+        "A1 scans",
+        "A1 scanned",
+    ]);
+    for (m, th, arch, phase, s) in rows {
+        t.add_row(vec![
+            m.to_string(),
+            th.to_string(),
+            arch.clone(),
+            phase.to_string(),
+            s.runs.to_string(),
+            s.slot_runs.to_string(),
+            s.blocks.to_string(),
+            s.wakes.to_string(),
+            s.remote_readies.to_string(),
+            s.steals.to_string(),
+            s.parks.to_string(),
+            s.a1_scans.to_string(),
+            s.a1_scanned.to_string(),
         ]);
     }
     t

@@ -79,7 +79,7 @@
 //! are served oldest first within one drain; waiters left over when permits run out are pushed
 //! back in front of newer arrivals, so order across drains is approximate, not strict FIFO.
 
-use crate::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
+use crate::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering::*};
 use std::cell::Cell;
 use std::ptr;
 
@@ -163,12 +163,12 @@ impl<T: Linked> A2Core<T> {
     /// # Safety
     /// `node` must be valid and not in any list.
     pub unsafe fn join(&self, node: *mut T, wake: &mut dyn FnMut(*mut T)) -> bool {
+        if self.manual {
+            return self.join_manual(node, wake);
+        }
         let mut s = self.state.load(Acquire);
         loop {
             if permits(s) > 0 {
-                if self.manual {
-                    return false;
-                }
                 match self.state.compare_exchange_weak(s, s - 1, AcqRel, Acquire) {
                     Ok(_) => return false,
                     Err(x) => s = x,
@@ -192,6 +192,9 @@ impl<T: Linked> A2Core<T> {
     /// Adds `n` permits (at most `cap` in all) and wakes as many blocked fibers as they allow
     /// (all of them for a manual-reset event). Any thread may call it.
     pub fn release(&self, n: u32, wake: &mut dyn FnMut(*mut T)) {
+        if self.manual {
+            return self.release_manual(n, wake);
+        }
         let mut s = self.state.load(Acquire);
         // Hand-over fast path (consuming primitives): no permits and fibers waiting, the usual
         // case of a set that wakes a blocked fiber. Take the list and give the permits straight
@@ -209,6 +212,69 @@ impl<T: Linked> A2Core<T> {
             }
         }
         self.leave(wake);
+    }
+
+    /// Manual-reset join: publish, then look. Pushes the node, then (after a `SeqCst` fence)
+    /// reads the permits; a set raises the permits, then (after its fence) takes the list.
+    /// Whichever of the two comes second in the fences' total order sees the other (the
+    /// store-buffer pattern, as A1's registration): either the setter's take finds the node,
+    /// or the joiner finds the permits and wakes what is listed itself. A manual-reset drain
+    /// takes no permits, so nothing else needs ordering: no `busy` and no leave, one atomic
+    /// read-modify-write per block instead of three on a line every joiner shares.
+    unsafe fn join_manual(&self, node: *mut T, wake: &mut dyn FnMut(*mut T)) -> bool {
+        if permits(self.state.load(Acquire)) > 0 {
+            return false;
+        }
+        self.push_chain(node, node);
+        fence(SeqCst);
+        if permits(self.state.load(Relaxed)) > 0 {
+            self.wake_listed(wake);
+        }
+        true
+    }
+
+    /// Manual-reset set: raise the permits, then wake everyone listed (see `join_manual`).
+    fn release_manual(&self, n: u32, wake: &mut dyn FnMut(*mut T)) {
+        let mut s = self.state.load(Acquire);
+        loop {
+            let p = permits(s).saturating_add(n).min(self.cap) as u64;
+            match self
+                .state
+                .compare_exchange_weak(s, (s & !PERMITS) | p, AcqRel, Acquire)
+            {
+                Ok(_) => break,
+                Err(x) => s = x,
+            }
+        }
+        fence(SeqCst);
+        self.wake_listed(wake);
+    }
+
+    /// Manual-reset drain: while the event is set, take the whole list and wake it, newest
+    /// first. One walk (no reversal: a broadcast wakes every waiter in the same drain, so the
+    /// order only decides which runs first, and the newest waiter's stack is the warmest) over
+    /// nodes that may sit in another core's cache. A reset seen mid-walk puts the rest back
+    /// (they observed no set); putting back is a publish, so it is followed by the same
+    /// fence-and-look as a join.
+    fn wake_listed(&self, wake: &mut dyn FnMut(*mut T)) {
+        while permits(self.state.load(Relaxed)) > 0 {
+            let mut cur = self.head.swap(ptr::null_mut(), Acquire);
+            if cur.is_null() {
+                return;
+            }
+            while !cur.is_null() {
+                if permits(self.state.load(Relaxed)) == 0 {
+                    self.push_back(cur);
+                    fence(SeqCst);
+                    break;
+                }
+                // SAFETY: taken nodes are valid and now ours.
+                let next = unsafe { (*cur).link().get() };
+                unsafe { (*cur).link().set(ptr::null_mut()) };
+                wake(cur);
+                cur = next;
+            }
+        }
     }
 
     /// Wakes up to `n` of the oldest waiters with `n` permits that are not in the word.
@@ -316,11 +382,7 @@ impl<T: Linked> A2Core<T> {
     fn drain(&self, wake: &mut dyn FnMut(*mut T)) {
         let mut cur = self.take_all_fifo();
         while !cur.is_null() {
-            if !self.manual && !self.take_permit() {
-                break;
-            }
-            if self.manual && self.permits() == 0 {
-                // Reset arrived mid-drain: the rest stay blocked (they observed no set).
+            if !self.take_permit() {
                 break;
             }
             let next = unsafe { (*cur).link().get() };
