@@ -99,8 +99,7 @@ pub struct ExclusiveExpArgs {
 }
 
 // Re-exported while other experiments still import it from here.
-pub use crate::stats::mean_ci;
-use crate::stats::median;
+use crate::stats::{mean_ci, median};
 
 /// A hog: arithmetic over `bytes` of memory, forever (until killed or its parent dies).
 fn hog(bytes: u64) -> ! {

@@ -34,8 +34,8 @@
 
 use crate::chart::{Axis, BarChart, BarSeries, Chart, LineChart, Series};
 use crate::cli::{Failure, EXIT_BAD_INPUT};
-use crate::experiment_exclusive::mean_ci;
 use crate::output;
+use crate::stats::{mean_ci, median};
 use clap::Args;
 use schedkit_core::report::Report;
 use schedkit_core::scenario::{Group, PolicyName, PolicySpec, Process, Scenario, Work};
@@ -839,18 +839,6 @@ fn fmt_ci(xs: &[f64], digits: usize) -> String {
         format!("{m:.digits$} ± {ci:.digits$}")
     } else {
         format!("{m:.digits$}")
-    }
-}
-
-fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    if v.is_empty() {
-        f64::NAN
-    } else if v.len() % 2 == 1 {
-        v[v.len() / 2]
-    } else {
-        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
     }
 }
 
