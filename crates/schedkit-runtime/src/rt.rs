@@ -60,7 +60,7 @@ use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 
 use crate::gate::a1::A1Gate;
-use crate::gate::a2core::{A2Core, Linked};
+use crate::gate::a2core::{A2Core, Linked, Wake};
 use crate::gate::Gate;
 use crate::stack::{self, FiberStack};
 
@@ -179,6 +179,8 @@ pub(crate) struct Fiber {
     co: Option<Co>,
     yielder: *const Yielder<(), Suspend>,
     link: Cell<*mut Fiber>,
+    /// The next chain in an ST's `chains` stack (set on a chain's first fiber only).
+    chain: Cell<*mut Fiber>,
     id: u64,
     /// The ST that ran it last, where a wake-up sends it.
     home: usize,
@@ -215,6 +217,58 @@ impl Drop for Fiber {
     }
 }
 
+/// How A2 primitives wake fibers of this runtime.
+pub(crate) struct RtWake<'a>(pub(crate) &'a Shared);
+
+impl Wake<Fiber> for RtWake<'_> {
+    fn wake(&mut self, node: *mut Fiber) {
+        self.0.wake(node);
+    }
+
+    /// A lane of a manual-reset event: the fibers that blocked on ST `lane` (or on STs that
+    /// share its lane). The ST that owns the lane wakes them itself: here if that is us,
+    /// else by handing it the chain.
+    fn wake_chain(&mut self, lane: usize, first: *mut Fiber) {
+        let sh = self.0;
+        let st = current_st();
+        let here = !st.is_null()
+            && std::ptr::eq(unsafe { &*(*st).shared }, sh)
+            && unsafe { (*st).index } == lane;
+        if here || lane >= sh.workers.len() {
+            walk_chain(first, |f| sh.wake(f));
+        } else {
+            sh.hand_chain(lane, first);
+        }
+    }
+}
+
+/// Calls `f` on every fiber of the chain `first` (linked through `link`), clearing the links.
+fn walk_chain(first: *mut Fiber, mut f: impl FnMut(*mut Fiber)) {
+    let mut cur = first;
+    while !cur.is_null() {
+        // SAFETY: the chain's fibers are the caller's.
+        let next = unsafe { (*cur).link.replace(std::ptr::null_mut()) };
+        f(cur);
+        cur = next;
+    }
+}
+
+/// Takes this ST's chains of woken fibers (see `Worker::chains`) and makes them ready.
+fn take_chains(sh: &Shared, index: usize) -> bool {
+    let w = &sh.workers[index];
+    if w.chains.load(Relaxed).is_null() {
+        return false;
+    }
+    let mut c = w.chains.swap(std::ptr::null_mut(), Acquire);
+    while !c.is_null() {
+        // SAFETY: published chains are ours now.
+        let next = unsafe { (*c).chain.replace(std::ptr::null_mut()) };
+        walk_chain(c, |f| sh.wake(f));
+        c = next;
+    }
+    true
+}
+
 /// Per-ST state that other threads touch.
 pub(crate) struct Worker {
     queue: SegQueue<Box<Fiber>>,
@@ -224,6 +278,11 @@ pub(crate) struct Worker {
     /// tail and slot lines; nobody steals bound fibers, so nothing is lost by keeping them
     /// out of the stealable queue.
     inbox: CachePadded<AtomicPtr<Fiber>>,
+    /// Chains of fibers woken together by a set of an A2 manual-reset event, from this ST's
+    /// lane of the event: a Treiber stack of chains (linked through their first fiber's
+    /// `chain`, each chain through `link`). The setter hands over a whole lane with one
+    /// exchange and never touches the fibers; this ST, whose caches hold them, walks them.
+    chains: CachePadded<AtomicPtr<Fiber>>,
     sleeping: AtomicBool,
     /// A1: a primitive this ST registered with was set.
     notified: AtomicBool,
@@ -488,6 +547,7 @@ impl Runtime {
             .map(|_| Worker {
                 queue: SegQueue::new(),
                 inbox: CachePadded::new(AtomicPtr::new(std::ptr::null_mut())),
+                chains: CachePadded::new(AtomicPtr::new(std::ptr::null_mut())),
                 sleeping: AtomicBool::new(false),
                 notified: AtomicBool::new(false),
                 thread: OnceLock::new(),
@@ -682,6 +742,7 @@ where
         co: Some(co),
         yielder: std::ptr::null(),
         link: Cell::new(std::ptr::null_mut()),
+        chain: Cell::new(std::ptr::null_mut()),
         id: shared.next_id.fetch_add(1, Relaxed),
         home,
         bound: bound.is_some(),
@@ -775,6 +836,24 @@ impl Shared {
         self.push_ready(f, true);
     }
 
+    /// Gives ST `i` a chain of woken fibers (see `Worker::chains`).
+    fn hand_chain(&self, i: usize, first: *mut Fiber) {
+        let w = &self.workers[i];
+        let mut head = w.chains.load(Relaxed);
+        loop {
+            // SAFETY: the chain is ours until the exchange publishes it.
+            unsafe { (*first).chain.set(head) };
+            // SeqCst: pairs with the ST's "sleeping, then look at its chains" (Dekker).
+            match w.chains.compare_exchange_weak(head, first, SeqCst, Relaxed) {
+                Ok(_) => break,
+                Err(h) => head = h,
+            }
+        }
+        if w.sleeping.load(SeqCst) {
+            self.unpark(w);
+        }
+    }
+
     /// A1: tells ST `i` that a primitive it registered with was set.
     pub(crate) fn notify(&self, i: usize) {
         let w = &self.workers[i];
@@ -832,6 +911,7 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
         if sh.stop.load(Relaxed) {
             break;
         }
+        take_chains(sh, index);
         let mut f = ctx.next.take();
         if let Some(slot) = f.take_if(|_| streak >= NEXT_STREAK) {
             me.queue.push(slot);
@@ -902,6 +982,12 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
     while let Some(f) = take_inbox(me) {
         drop(f);
     }
+    let mut c = me.chains.swap(std::ptr::null_mut(), Acquire);
+    while !c.is_null() {
+        let next = unsafe { (*c).chain.get() };
+        walk_chain(c, |f| drop(unsafe { Box::from_raw(f) }));
+        c = next;
+    }
     let mut local = ctx.local.borrow_mut();
     local.timers.clear();
     local.a1_blocked.clear();
@@ -912,6 +998,7 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
 fn has_work(sh: &Shared, index: usize) -> bool {
     sh.workers.iter().any(|w| !w.queue.is_empty())
         || !sh.workers[index].inbox.load(SeqCst).is_null()
+        || !sh.workers[index].chains.load(SeqCst).is_null()
         || sh.workers[index].notified.load(SeqCst)
         || sh.workers[index].timers.load(Relaxed) > 0 && timer_due(index)
 }
@@ -1051,7 +1138,7 @@ fn run(ctx: &StCtx, mut f: Box<Fiber>) {
             bump(&me.blocks);
             let p = Box::into_raw(f);
             // SAFETY: the blocking fiber borrows the primitive until it is woken.
-            let queued = unsafe { (*core).join(p, &mut |q| sh.wake(q)) };
+            let queued = unsafe { (*core).join(p, ctx.index, &mut RtWake(sh)) };
             if !queued {
                 bump(&me.wakes);
                 // It need not wait: it runs next, ahead of whatever the slot held.

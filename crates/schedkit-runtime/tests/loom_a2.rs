@@ -51,7 +51,8 @@ fn wake(p: *mut Node) {
 
 fn join(m: &Model, i: usize) {
     let p = &m.nodes[i] as *const Node as *mut Node;
-    let queued = unsafe { m.core.join(p, &mut |q| wake(q)) };
+    // Joiner i blocks from "ST" i: on a manual-reset event each has its own lane.
+    let queued = unsafe { m.core.join(p, i, &mut |q| wake(q)) };
     if !queued {
         m.passed.fetch_add(1, SeqCst);
     }
@@ -61,7 +62,7 @@ fn join(m: &Model, i: usize) {
 /// empty).
 fn run(cap: u32, manual: bool) -> ([usize; 2], usize, u32, bool) {
     let m = Arc::new(Model {
-        core: A2Core::new(0, cap, manual),
+        core: A2Core::with_lanes(0, cap, manual, 2),
         nodes: [Node::new(), Node::new()],
         passed: AtomicUsize::new(0),
     });
@@ -155,7 +156,7 @@ fn manual_event_set_reset_set_two_waiters() {
     // not miss the later set. The event ends set, so nobody may stay blocked.
     model(|| {
         let m = Arc::new(Model {
-            core: A2Core::new(0, 1, true),
+            core: A2Core::with_lanes(0, 1, true, 2),
             nodes: [Node::new(), Node::new()],
             passed: AtomicUsize::new(0),
         });

@@ -92,6 +92,37 @@ pub unsafe trait Linked {
     fn link(&self) -> &Cell<*mut Self>;
 }
 
+/// Where a set sends the blocked nodes it takes.
+pub trait Wake<T: Linked> {
+    /// `node` is no longer blocked: it is the callee's to run.
+    fn wake(&mut self, node: *mut T);
+    /// A manual-reset event hands over the whole list of lane `lane` at once: `first`, then
+    /// the nodes linked through `link` (the last one's link is null), newest first. The
+    /// default wakes them one by one; a scheduler can instead give the chain to the ST that
+    /// owns the lane without touching the nodes.
+    fn wake_chain(&mut self, lane: usize, first: *mut T) {
+        let _ = lane;
+        let mut cur = first;
+        while !cur.is_null() {
+            // SAFETY: the chain's nodes are ours (taken from the list).
+            let next = unsafe { (*cur).link().get() };
+            unsafe { (*cur).link().set(ptr::null_mut()) };
+            self.wake(cur);
+            cur = next;
+        }
+    }
+}
+
+impl<T: Linked, F: FnMut(*mut T)> Wake<T> for F {
+    fn wake(&mut self, node: *mut T) {
+        self(node)
+    }
+}
+
+/// A list head alone on its cache line.
+#[repr(align(64))]
+struct Lane<T>(AtomicPtr<T>);
+
 const BUSY: u64 = 1 << 32;
 const PERMITS: u64 = BUSY - 1;
 
@@ -107,7 +138,11 @@ fn busy(s: u64) -> u32 {
 /// The A2 state machine over an intrusive list of `T`.
 pub struct A2Core<T: Linked> {
     state: AtomicU64,
-    head: AtomicPtr<T>,
+    /// The blocked list; a manual-reset event has one per *lane* (the caller picks the lane
+    /// of a join, the runtime uses its ST index), each on its own cache line, so that fibers
+    /// of different STs blocking on one event at once do not pass one line between the cores
+    /// on every block. Consuming primitives have one lane.
+    heads: Box<[Lane<T>]>,
     /// Most permits the primitive holds (1 for events and mutexes).
     cap: u32,
     /// Manual-reset event: a join passes without taking the permit, a drain wakes everyone.
@@ -120,15 +155,30 @@ unsafe impl<T: Linked + Send> Send for A2Core<T> {}
 unsafe impl<T: Linked + Send> Sync for A2Core<T> {}
 
 impl<T: Linked> A2Core<T> {
-    /// A primitive with `initial` permits (at most `cap`).
+    /// A primitive with `initial` permits (at most `cap`) and one blocked list.
     pub fn new(initial: u32, cap: u32, manual: bool) -> Self {
+        Self::with_lanes(initial, cap, manual, 1)
+    }
+
+    /// Like [`A2Core::new`], with `lanes` blocked lists for a manual-reset event (consuming
+    /// primitives always have one).
+    pub fn with_lanes(initial: u32, cap: u32, manual: bool, lanes: usize) -> Self {
         assert!(cap >= 1 && initial <= cap);
+        let lanes = if manual { lanes.max(1) } else { 1 };
         A2Core {
             state: AtomicU64::new(initial as u64),
-            head: AtomicPtr::new(ptr::null_mut()),
+            heads: (0..lanes)
+                .map(|_| Lane(AtomicPtr::new(ptr::null_mut())))
+                .collect(),
             cap,
             manual,
         }
+    }
+
+    /// The list of a consuming primitive.
+    #[inline]
+    fn head(&self) -> &AtomicPtr<T> {
+        &self.heads[0].0
     }
 
     /// Current permits (a snapshot).
@@ -155,16 +205,17 @@ impl<T: Linked> A2Core<T> {
         }
     }
 
-    /// Called by the ST after `node`'s fiber switched out asking to block here. Returns `false`
+    /// Called by the ST after `node`'s fiber switched out asking to block here (`lane`: which
+    /// list of a manual-reset event, taken modulo their number). Returns `false`
     /// when a permit was there after all (the caller still owns `node` and runs it), `true`
     /// when the node went into the list (ownership passed to the core, which hands it to
     /// `wake` exactly once, possibly before this call returns).
     ///
     /// # Safety
     /// `node` must be valid and not in any list.
-    pub unsafe fn join(&self, node: *mut T, wake: &mut dyn FnMut(*mut T)) -> bool {
+    pub unsafe fn join(&self, node: *mut T, lane: usize, wake: &mut dyn Wake<T>) -> bool {
         if self.manual {
-            return self.join_manual(node, wake);
+            return self.join_manual(node, lane, wake);
         }
         let mut s = self.state.load(Acquire);
         loop {
@@ -184,14 +235,14 @@ impl<T: Linked> A2Core<T> {
                 }
             }
         }
-        self.push_chain(node, node);
+        push_chain(self.head(), node, node);
         self.leave(wake);
         true
     }
 
     /// Adds `n` permits (at most `cap` in all) and wakes as many blocked fibers as they allow
     /// (all of them for a manual-reset event). Any thread may call it.
-    pub fn release(&self, n: u32, wake: &mut dyn FnMut(*mut T)) {
+    pub fn release(&self, n: u32, wake: &mut dyn Wake<T>) {
         if self.manual {
             return self.release_manual(n, wake);
         }
@@ -199,7 +250,7 @@ impl<T: Linked> A2Core<T> {
         // Hand-over fast path (consuming primitives): no permits and fibers waiting, the usual
         // case of a set that wakes a blocked fiber. Take the list and give the permits straight
         // to the oldest waiters; the word changes only if waiters or permits are left over.
-        if !self.manual && n > 0 && permits(s) == 0 && !self.head.load(Acquire).is_null() {
+        if !self.manual && n > 0 && permits(s) == 0 && !self.head().load(Acquire).is_null() {
             self.hand_over(n.min(self.cap), wake);
             return;
         }
@@ -221,11 +272,11 @@ impl<T: Linked> A2Core<T> {
     /// or the joiner finds the permits and wakes what is listed itself. A manual-reset drain
     /// takes no permits, so nothing else needs ordering: no `busy` and no leave, one atomic
     /// read-modify-write per block instead of three on a line every joiner shares.
-    unsafe fn join_manual(&self, node: *mut T, wake: &mut dyn FnMut(*mut T)) -> bool {
+    unsafe fn join_manual(&self, node: *mut T, lane: usize, wake: &mut dyn Wake<T>) -> bool {
         if permits(self.state.load(Acquire)) > 0 {
             return false;
         }
-        self.push_chain(node, node);
+        push_chain(&self.heads[lane % self.heads.len()].0, node, node);
         fence(SeqCst);
         if permits(self.state.load(Relaxed)) > 0 {
             self.wake_listed(wake);
@@ -234,7 +285,7 @@ impl<T: Linked> A2Core<T> {
     }
 
     /// Manual-reset set: raise the permits, then wake everyone listed (see `join_manual`).
-    fn release_manual(&self, n: u32, wake: &mut dyn FnMut(*mut T)) {
+    fn release_manual(&self, n: u32, wake: &mut dyn Wake<T>) {
         let mut s = self.state.load(Acquire);
         loop {
             let p = permits(s).saturating_add(n).min(self.cap) as u64;
@@ -250,29 +301,25 @@ impl<T: Linked> A2Core<T> {
         self.wake_listed(wake);
     }
 
-    /// Manual-reset drain: while the event is set, take the whole list and wake it, newest
-    /// first. One walk (no reversal: a broadcast wakes every waiter in the same drain, so the
-    /// order only decides which runs first, and the newest waiter's stack is the warmest) over
-    /// nodes that may sit in another core's cache. A reset seen mid-walk puts the rest back
-    /// (they observed no set); putting back is a publish, so it is followed by the same
-    /// fence-and-look as a join.
-    fn wake_listed(&self, wake: &mut dyn FnMut(*mut T)) {
-        while permits(self.state.load(Relaxed)) > 0 {
-            let mut cur = self.head.swap(ptr::null_mut(), Acquire);
-            if cur.is_null() {
+    /// Manual-reset drain: takes each lane's list whole and hands it over as one chain
+    /// (newest first: a broadcast wakes every waiter in the same drain, so the order only
+    /// decides which runs first, and the newest waiter's stack is the warmest). The setter
+    /// touches no blocked node: walking hundreds of nodes that sit in other cores' caches
+    /// would put one cache miss per waiter on the setter, which is on the critical path of
+    /// whatever waits for its next step. A reset seen between two lanes leaves the remaining
+    /// lanes blocked (they observed no set); nothing is put back, so nothing needs a
+    /// second look.
+    fn wake_listed(&self, wake: &mut dyn Wake<T>) {
+        for (i, lane) in self.heads.iter().enumerate() {
+            if permits(self.state.load(Relaxed)) == 0 {
                 return;
             }
-            while !cur.is_null() {
-                if permits(self.state.load(Relaxed)) == 0 {
-                    self.push_back(cur);
-                    fence(SeqCst);
-                    break;
-                }
-                // SAFETY: taken nodes are valid and now ours.
-                let next = unsafe { (*cur).link().get() };
-                unsafe { (*cur).link().set(ptr::null_mut()) };
-                wake(cur);
-                cur = next;
+            if lane.0.load(Relaxed).is_null() {
+                continue;
+            }
+            let first = lane.0.swap(ptr::null_mut(), Acquire);
+            if !first.is_null() {
+                wake.wake_chain(i, first);
             }
         }
     }
@@ -285,14 +332,14 @@ impl<T: Linked> A2Core<T> {
     /// when waiters or permits are left over we enter, put them back / publish them, and
     /// `leave` drains for any joiner that came meanwhile. A set that wakes one waiter thus
     /// costs one atomic swap, against enter + swap + take + leave.
-    fn hand_over(&self, n: u32, wake: &mut dyn FnMut(*mut T)) {
+    fn hand_over(&self, n: u32, wake: &mut dyn Wake<T>) {
         let mut left = n;
         let mut cur = self.take_all_fifo();
         while left > 0 && !cur.is_null() {
             // SAFETY: taken nodes are valid and now ours.
             let next = unsafe { (*cur).link().get() };
             unsafe { (*cur).link().set(ptr::null_mut()) };
-            wake(cur);
+            wake.wake(cur);
             left -= 1;
             cur = next;
         }
@@ -316,7 +363,7 @@ impl<T: Linked> A2Core<T> {
 
     /// Takes the whole list and returns it oldest first.
     fn take_all_fifo(&self) -> *mut T {
-        let mut cur = self.head.swap(ptr::null_mut(), AcqRel);
+        let mut cur = self.head().swap(ptr::null_mut(), AcqRel);
         // Reverse the stack so the oldest waiter comes first.
         let mut fifo: *mut T = ptr::null_mut();
         while !cur.is_null() {
@@ -340,7 +387,7 @@ impl<T: Linked> A2Core<T> {
             }
             last = next;
         }
-        self.push_chain(first, last);
+        push_chain(self.head(), first, last);
     }
 
     /// Clears the permits (resets a manual-reset event). Fibers already woken stay woken.
@@ -359,11 +406,11 @@ impl<T: Linked> A2Core<T> {
 
     /// Leaves the transitional state; whoever leaves drains first if permits and blocked
     /// fibers meet.
-    fn leave(&self, wake: &mut dyn FnMut(*mut T)) {
+    fn leave(&self, wake: &mut dyn Wake<T>) {
         let mut s = self.state.load(Acquire);
         loop {
             debug_assert!(busy(s) >= 1);
-            if permits(s) > 0 && !self.head.load(Acquire).is_null() {
+            if permits(s) > 0 && !self.head().load(Acquire).is_null() {
                 self.drain(wake);
                 s = self.state.load(Acquire);
                 continue;
@@ -379,7 +426,7 @@ impl<T: Linked> A2Core<T> {
     }
 
     /// SETTING: wakes blocked fibers while permits last. The caller holds `busy`.
-    fn drain(&self, wake: &mut dyn FnMut(*mut T)) {
+    fn drain(&self, wake: &mut dyn Wake<T>) {
         let mut cur = self.take_all_fifo();
         while !cur.is_null() {
             if !self.take_permit() {
@@ -387,7 +434,7 @@ impl<T: Linked> A2Core<T> {
             }
             let next = unsafe { (*cur).link().get() };
             unsafe { (*cur).link().set(ptr::null_mut()) };
-            wake(cur);
+            wake.wake(cur);
             cur = next;
         }
         if !cur.is_null() {
@@ -409,21 +456,21 @@ impl<T: Linked> A2Core<T> {
         }
     }
 
-    /// Pushes the chain `first ..= last` (linked through `link`) on the list.
-    fn push_chain(&self, first: *mut T, last: *mut T) {
-        let mut h = self.head.load(Relaxed);
-        loop {
-            // SAFETY: `last` is ours until the CAS publishes it.
-            unsafe { (*last).link().set(h) };
-            match self.head.compare_exchange_weak(h, first, Release, Relaxed) {
-                Ok(_) => return,
-                Err(x) => h = x,
-            }
-        }
-    }
-
     /// Whether no fiber is blocked here (a snapshot; for tests and debug checks).
     pub fn is_empty(&self) -> bool {
-        self.head.load(Acquire).is_null()
+        self.heads.iter().all(|l| l.0.load(Acquire).is_null())
+    }
+}
+
+/// Pushes the chain `first ..= last` (linked through `link`) on the list `head`.
+fn push_chain<T: Linked>(head: &AtomicPtr<T>, first: *mut T, last: *mut T) {
+    let mut h = head.load(Relaxed);
+    loop {
+        // SAFETY: `last` is ours until the CAS publishes it.
+        unsafe { (*last).link().set(h) };
+        match head.compare_exchange_weak(h, first, Release, Relaxed) {
+            Ok(_) => return,
+            Err(x) => h = x,
+        }
     }
 }

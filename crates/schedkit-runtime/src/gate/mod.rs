@@ -16,9 +16,12 @@ pub mod a2core;
 
 use std::sync::Arc;
 
-use crate::rt::{in_fiber_of, suspend, Arch, Fiber, Handle, Shared, Suspend};
+use crate::rt::{in_fiber_of, suspend, Arch, Fiber, Handle, RtWake, Shared, Suspend};
 use a1::A1Gate;
 use a2core::A2Core;
+
+/// Most blocked lists of one manual-reset event under A2 (each takes a cache line).
+const MAX_LANES: usize = 8;
 
 pub(crate) struct A0Gate {
     permits: parking_lot::Mutex<u32>,
@@ -72,7 +75,9 @@ impl Gate {
             }),
             Arch::A1 => Gate::A1(A1Gate::new(shared.clone(), initial, cap, manual)),
             Arch::A2 => Gate::A2(A2Gate {
-                core: A2Core::new(initial, cap, manual),
+                // A manual-reset event gets a blocked list per ST (up to MAX_LANES; STs
+                // beyond share them), so blocks from several STs do not contend on one line.
+                core: A2Core::with_lanes(initial, cap, manual, shared.cfg.workers.min(MAX_LANES)),
                 shared: shared.clone(),
             }),
         }
@@ -156,8 +161,7 @@ impl Gate {
             }
             Gate::A1(g) => g.release(n),
             Gate::A2(g) => {
-                let sh = &g.shared;
-                g.core.release(n, &mut |p| sh.wake(p));
+                g.core.release(n, &mut RtWake(&g.shared));
             }
         }
     }
