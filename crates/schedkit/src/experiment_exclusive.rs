@@ -163,6 +163,8 @@ pub struct Sample {
     pub config: char,
     pub threads: u32,
     pub wall_s: f64,
+    /// The job threads' CPU time from start to finish (schedstat), seconds.
+    pub cpu_s: f64,
     pub counters: Vec<(String, Option<u64>)>,
     pub involuntary_switches: u64,
     pub forced_per_s: f64,
@@ -226,6 +228,7 @@ fn one_run(
         config: if exclusive { 'C' } else { 'D' },
         threads,
         wall_s: wall,
+        cpu_s: o.threads.iter().map(|t| t.cpu_ns).sum::<u64>() as f64 / 1e9,
         counters: p
             .counters
             .iter()
@@ -372,6 +375,7 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
     );
     let mut rows: Vec<(String, Indicator)> = vec![
         ("time s".into(), Box::new(|s: &Sample| Some(s.wall_s))),
+        ("cpu s".into(), Box::new(|s: &Sample| Some(s.cpu_s))),
         (
             "forced switches /s".into(),
             Box::new(|s: &Sample| Some(s.forced_per_s)),
@@ -453,13 +457,14 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
     }
     // Slowdown under load, the paper's headline.
     for &t in &threads {
-        let times = |load: &str, cfg: char| -> Vec<f64> {
+        let of = |load: &str, cfg: char, f: fn(&Sample) -> Option<f64>| -> Vec<f64> {
             samples
                 .iter()
                 .filter(|s| s.load == load && s.threads == t && s.config == cfg)
-                .map(|s| s.wall_s)
+                .filter_map(f)
                 .collect()
         };
+        let times = |load: &str, cfg: char| of(load, cfg, |s| Some(s.wall_s));
         for load in a.loads.iter().filter(|l| **l != Load::None) {
             if a.loads.contains(&Load::None) {
                 // Means, and medians (robust to the odd disturbed repeat on a shared machine).
@@ -476,6 +481,17 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
                     slowdown('D', &median),
                     slowdown('C', &median),
                 );
+                // The job's own CPU time: if it grows as much as the wall time, the job
+                // computed slower on its CPU rather than waited for it.
+                let cpu = |l: &str| median(&of(l, 'C', |s| Some(s.cpu_s)));
+                let (busy, idle) = (cpu(load.title()), cpu("No load"));
+                if busy.is_finite() && idle.is_finite() {
+                    println!(
+                        "{t} thread(s), {}: C's CPU time vs no load: {:+.1} % (medians)",
+                        load.title(),
+                        100.0 * (busy / idle - 1.0)
+                    );
+                }
             }
         }
     }
