@@ -761,13 +761,17 @@ impl Shared {
     /// Puts `f` on the ready queue of the ST that will run it, waking that ST (or, with
     /// `steal_hint`, an idle one that can steal it) if it sleeps.
     fn push_ready(&self, f: Box<Fiber>, steal_hint: bool) {
+        self.push_ready_from(current_st(), f, steal_hint)
+    }
+
+    /// `push_ready` with the caller's ST context (null on other threads) already looked up.
+    fn push_ready_from(&self, st: *const StCtx, f: Box<Fiber>, steal_hint: bool) {
         // Fast path: an ST of this runtime (or a fiber on it) makes ready a fiber that last ran
         // on this ST, while no ST idles (so nobody would steal it anyway): it goes to this ST's
         // slot and runs next, while its cache lines are warm. A fiber whose home is another ST
         // goes back there, so a set that wakes many fibers leaves them spread over the STs
         // instead of piling them on the setter's ST for the others to steal one by one.
         if !f.bound && self.sleepers.load(Relaxed) == 0 {
-            let st = current_st();
             if !st.is_null()
                 && std::ptr::eq(unsafe { &*(*st).shared }, self)
                 && unsafe { (*st).index } == f.home
@@ -782,7 +786,6 @@ impl Shared {
             }
         }
         let w = &self.workers[f.home];
-        let st = current_st();
         if !st.is_null() && std::ptr::eq(unsafe { &*(*st).shared }, self) {
             let i = unsafe { (*st).index };
             if i != f.home {
@@ -833,7 +836,7 @@ impl Shared {
         } else {
             self.outside_wakes.fetch_add(1, Relaxed);
         }
-        self.push_ready(f, true);
+        self.push_ready_from(st, f, true);
     }
 
     /// Gives ST `i` a chain of woken fibers (see `Worker::chains`).

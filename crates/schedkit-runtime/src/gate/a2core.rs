@@ -18,57 +18,88 @@
 //! The paper's states map onto one 64-bit word `state = permits (low 32) | busy (high 32)`:
 //!
 //! ```text
-//!                      set / post (busy 0 -> 1, permits += n)
-//!     +---------+ ---------------------------------------------> +-----------------+
-//!     |  UNSET  |                                                |    SETTING      |
-//!     | p=0 b=0 | <--------------------------------------------- | p>0 b>=1        |
-//!     +---------+   last holder leaves, permits used up          | (drains list)   |
-//!        |  ^                                                    +-----------------+
-//!  join  |  | last joiner leaves,                                   |  ^        |
-//!  b+1   |  | p still 0                          set arrives while  |  | reset  | last holder leaves,
-//!        v  |                                    joining: p += n    |  | p:=0   | list empty
-//!     +-----------------+ --------------------------------------------+  |        v
-//!     |    JOINING      |          (sub-state "joining, set pending":    |  +---------+
-//!     | p=0 b>=1        | <---------------------------------------------+   |   SET   |
-//!     | (pushes fiber)  |           the last holder drains before leaving)  | p>0 b=0 |
-//!     +-----------------+                                                   +---------+
-//!           ^  more joiners: b+1 (sub-state "joining, several STs")  join on SET: take a
-//!           +---------------------------------------------------------- permit (auto-reset,
-//!                                                                       semaphore) or pass
-//!                                                                       (manual-reset)
+//!                       set / post (busy + 1, permits += n)
+//!     +---------+ -----------------------------------------------> +-----------------+
+//!     |  UNSET  |                                                  |    SETTING      |
+//!     | p=0 b=0 | <----------------------------------------------- | p>0 b>=1        |
+//!     +---------+     last holder leaves, permits used up          | (drains list)   |
+//!        |  ^                                                      +-----------------+
+//!  join: |  | re-read (a read-modify-write of the word)               ^    |        |
+//!  push  |  | finds p = 0: the fiber stays blocked                    |    | reset  | last holder
+//!  fiber v  |                                                         |    | p:=0   | leaves,
+//!     +-------------------+   re-read finds p > 0 (a set crossed      |    v        v list empty
+//!     |     JOINING       |   the join): enter, b+1; leaving drains --+  +---------+
+//!     | fiber listed,     |                                            |   SET   |
+//!     | word not re-read  |                                            | p>0 b=0 |
+//!     +-------------------+                                            +---------+
+//!       several STs may be JOINING at once       join on SET: take a permit (auto-reset,
+//!       (sub-state "several STs joining")        semaphore) or pass (manual-reset)
 //! ```
 //!
-//! `busy` counts the actors inside a transitional state (JOINING when `p == 0`, SETTING when
-//! `p > 0`). The paper's sub-states ("another ST tries to set or unset while one is setting or
-//! joining") are the cases `busy > 1` and "permits changed while busy": instead of making the
-//! late-comer wait and retry, it records its request in the word (a set adds permits, a reset
-//! clears them) and leaves; the **last holder to leave** drains the list if, at that moment,
-//! there are permits and blocked fibers. No actor ever waits for another: every loop below
-//! retries only when a compare-and-swap lost to a change that some other actor completed.
+//! `busy` counts the actors inside SETTING (setters, and joiners that found a set crossing
+//! their join). JOINING is the window between a joiner's push and its re-read of the word. The
+//! paper's sub-states ("another ST tries to set or unset while one is setting or joining") are
+//! the cases `busy > 1`, "permits changed while busy" and "a set crossed a join": instead of
+//! making the late-comer wait and retry, it records its request in the word (a set adds
+//! permits, a reset clears them) and leaves; the **last holder to leave** drains the list if,
+//! at that moment, there are permits and blocked fibers. No actor ever waits for another:
+//! every loop below retries only when a compare-and-swap lost to a change that some other
+//! actor completed.
 //!
 //! # Why no wake-up is lost
 //!
-//! The invariant at every `busy == 0` instant is `!(permits > 0 && list non-empty)`.
-//! - A fiber is pushed only while its joiner holds `busy`, and the joiner entered `busy` only
-//!   after seeing `permits == 0` in the same compare-and-swap.
+//! Whenever `busy == 0` and no joiner is between its push and its re-read,
+//! `!(permits > 0 && list non-empty)`.
+//! - A joiner pushes its fiber, then re-reads the word with a read-modify-write. All
+//!   read-modify-writes of the word form one order. A set whose change came before the
+//!   re-read left permits that the re-read sees (unless others took them), and the joiner
+//!   then enters `busy` and leaves, which drains. A set whose change comes after reads a value
+//!   the re-read is part of, so the push happened before it, and its leave (or hand-over)
+//!   finds the fiber. A plain load would not do: the set's write and the joiner's load could
+//!   each miss the other's (loom finds that lost wake-up at once). A block costs the push and
+//!   the re-read; it used to be enter, push and leave (three read-modify-writes, on which
+//!   `perf` put nearly all of the join's and leave's samples in the one-ST ping-pong).
 //! - Every holder, before it decrements `busy`, loads the word and checks the list; if it sees
 //!   `permits > 0` and a non-empty list it drains first. Its decrement is a compare-and-swap
-//!   against the word it checked, so a change in between (a set, a new joiner) makes it look
-//!   again.
+//!   against the word it checked, so a change in between (a set, a reset) makes it look
+//!   again; a joiner that pushes after the check re-reads the word after that and drains
+//!   itself.
 //! - A set that adds permits always enters `busy` (it never just adds permits to a quiet
 //!   word), so it too passes the leave check. A set that finds waiters and no permits takes
 //!   the list without entering and hands its permits over (`hand_over`): taking cannot break
 //!   the invariant, and whatever it must put back (waiters, permits) it adds after entering.
 //!   A cheaper "add permits without entering when the list looks empty" was rejected: with no
-//!   version counter in the word it is open to ABA (a joiner entering, pushing and leaving
-//!   between the setter's two loads leaves the word bit-identical).
+//!   version counter in the word it is open to ABA (the list can empty and fill again between
+//!   the setter's two loads while the word stays bit-identical).
 //!
 //! `tests/loom_a2.rs` checks this by exhausting interleavings of two setters and two joiners.
 //!
+//! # Manual-reset events: no `busy`, one list per ST
+//!
+//! A manual-reset event's drain takes no permits (a set wakes everyone, a join on a set event
+//! passes), so its transitional states need no count: JOINING is the push of one node, SETTING
+//! the exchange that takes a list, and the only race to close is "a join and a set cross". A
+//! joiner pushes its node, issues a `SeqCst` fence and reads the permits; a setter raises the
+//! permits, issues a `SeqCst` fence and takes the lists. Of the two fences, the later one sees
+//! the other side's write (the store-buffer pattern, as A1's registration): either the
+//! setter's take finds the node, or the joiner finds the event set and wakes what is listed
+//! itself. A block costs one compare-and-swap instead of enter + push + leave.
+//!
+//! Its list is split into *lanes*, one per ST (the runtime passes its ST index), each head on a
+//! cache line of its own. When hundreds of fibers on several STs block on one event at once
+//! (method 1 of `fibers-gauss`: every fiber waits for every later x value in turn), one shared
+//! head moved between the cores on every block; with lanes a block touches only its own ST's
+//! line. A set hands each lane over whole ([`Wake::wake_chain`]): the runtime gives the chain
+//! to the ST that owns the lane, so the setter, which is on the critical path of whoever waits
+//! for its next step, touches no blocked fiber (walking them cost one cache miss each on
+//! fibers that sit in the other cores' caches). A reset seen between two lanes leaves the
+//! remaining lanes blocked: they observed no set.
+//!
 //! # Memory ordering
 //!
-//! All changes of `state` are read-modify-writes with `AcqRel` (they form one modification
-//! order, so every holder sees the pushes of every holder that left before it); the list head
+//! All changes of `state` (and a joiner's re-read) are read-modify-writes with `AcqRel` (they
+//! form one modification order, so every holder sees the pushes of every joiner and holder
+//! whose read-modify-write came before its own); the list head
 //! is pushed with `Release` and taken with `Acquire` (`swap`), so a fiber's link field written
 //! by the pusher is visible to the taker. Data written by a setter before `release` reaches the
 //! woken fiber through the state word (fast path) or through the ready queue (slow path).
@@ -78,6 +109,9 @@
 //! The list is a Treiber stack taken whole (`swap(null)`, free of ABA) and reversed, so waiters
 //! are served oldest first within one drain; waiters left over when permits run out are pushed
 //! back in front of newer arrivals, so order across drains is approximate, not strict FIFO.
+//! A manual-reset event wakes every waiter in one drain, so order only decides who runs first:
+//! its lanes are handed over newest first, unreversed (the newest waiter's stack is the
+//! warmest, and a walk less is a cache miss less per waiter).
 
 use crate::sync::atomic::{fence, AtomicPtr, AtomicU64, Ordering::*};
 use std::cell::Cell;
@@ -225,7 +259,19 @@ impl<T: Linked> A2Core<T> {
                     Err(x) => s = x,
                 }
             } else {
-                // UNSET or JOINING -> JOINING with one more holder.
+                break;
+            }
+        }
+        // JOINING: publish the node, then look at the word again with a read-modify-write.
+        // Read-modify-writes of the word form one order: a set whose change comes after ours
+        // reads ours (and, through it, sees the node: its leave or hand-over finds it), and a
+        // set whose change came before leaves permits that we see here. Then we enter and
+        // leave like any holder, which drains. Two atomic operations per block instead of
+        // enter, push and leave.
+        push_chain(self.head(), node, node);
+        let mut s = self.state.fetch_add(0, AcqRel);
+        if permits(s) > 0 {
+            loop {
                 match self
                     .state
                     .compare_exchange_weak(s, s + BUSY, AcqRel, Acquire)
@@ -234,9 +280,8 @@ impl<T: Linked> A2Core<T> {
                     Err(x) => s = x,
                 }
             }
+            self.leave(wake);
         }
-        push_chain(self.head(), node, node);
-        self.leave(wake);
         true
     }
 
