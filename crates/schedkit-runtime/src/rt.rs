@@ -771,19 +771,19 @@ impl Shared {
         // slot and runs next, while its cache lines are warm. A fiber whose home is another ST
         // goes back there, so a set that wakes many fibers leaves them spread over the STs
         // instead of piling them on the setter's ST for the others to steal one by one.
-        if !f.bound && self.sleepers.load(Relaxed) == 0 {
-            if !st.is_null()
-                && std::ptr::eq(unsafe { &*(*st).shared }, self)
-                && unsafe { (*st).index } == f.home
-            {
-                prefetch_stack(&f);
-                // SAFETY: only this thread touches its ST's slot.
-                let ctx = unsafe { &*st };
-                if let Some(old) = ctx.next.replace(Some(f)) {
-                    self.workers[ctx.index].queue.push(old);
-                }
-                return;
+        if !f.bound
+            && self.sleepers.load(Relaxed) == 0
+            && !st.is_null()
+            && std::ptr::eq(unsafe { &*(*st).shared }, self)
+            && unsafe { (*st).index } == f.home
+        {
+            prefetch_stack(&f);
+            // SAFETY: only this thread touches its ST's slot.
+            let ctx = unsafe { &*st };
+            if let Some(old) = ctx.next.replace(Some(f)) {
+                self.workers[ctx.index].queue.push(old);
             }
+            return;
         }
         let w = &self.workers[f.home];
         if !st.is_null() && std::ptr::eq(unsafe { &*(*st).shared }, self) {
