@@ -328,7 +328,7 @@ fn sim(a: SimBenchArgs) -> Result<(), Failure> {
 
 /// Runs `schedkit bench one NAME --horizon H` and reads its report.
 fn child_rss(name: &str, horizon: Nanos) -> Result<Rss, Failure> {
-    let exe = std::env::current_exe().context("locating the schedkit binary")?;
+    let exe = crate::self_exe().context("locating the schedkit binary")?;
     let out = std::process::Command::new(exe)
         .args([
             "bench",

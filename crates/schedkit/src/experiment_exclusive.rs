@@ -132,7 +132,8 @@ impl Drop for Hogs {
 }
 
 fn start_hogs(n: usize, bytes: u64) -> Result<Hogs, Failure> {
-    let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("current_exe: {e}"))?;
+    let exe =
+        crate::self_exe().map_err(|e| anyhow::anyhow!("locating the schedkit binary: {e}"))?;
     let mut v = Vec::new();
     for _ in 0..n {
         v.push(

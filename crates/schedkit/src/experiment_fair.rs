@@ -224,7 +224,8 @@ fn scenario(
     procs: &[Busy],
     groups: &[(String, u64)],
 ) -> Result<Scenario, Failure> {
-    let exe = std::env::current_exe().map_err(|e| anyhow::anyhow!("current_exe: {e}"))?;
+    let exe =
+        crate::self_exe().map_err(|e| anyhow::anyhow!("locating the schedkit binary: {e}"))?;
     let mut spec = PolicySpec::new(policy);
     spec.period = period;
     let mut processes = Vec::new();
@@ -518,7 +519,7 @@ fn real_run(
             let when = o + Duration::from_nanos(c.at.0);
             std::thread::sleep(when.saturating_duration_since(Instant::now()));
             let sent = Nanos(o.elapsed().as_nanos() as u64);
-            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+            let exe = crate::self_exe().map_err(|e| e.to_string())?;
             let out = std::process::Command::new(exe)
                 .args([
                     "ctl",

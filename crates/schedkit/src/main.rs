@@ -27,3 +27,16 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     cli::main()
 }
+
+/// The path that re-runs this very binary for the experiments' helper processes (spinners,
+/// hogs, the `ctl` client): `/proc/self/exe`, which a child forked from us resolves to our own
+/// executable even when the file on disk was replaced or deleted by a rebuild during a long
+/// experiment; the named path where there is no procfs.
+pub(crate) fn self_exe() -> std::io::Result<std::path::PathBuf> {
+    let proc_exe = std::path::PathBuf::from("/proc/self/exe");
+    if proc_exe.exists() {
+        Ok(proc_exe)
+    } else {
+        std::env::current_exe()
+    }
+}
