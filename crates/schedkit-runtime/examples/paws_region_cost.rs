@@ -1,6 +1,7 @@
 //! Cost of a parallel thread inside a real-time job: one job opens 200 regions of 64 empty
-//! threads (each thread a fiber: pooled stack, coroutine, dispatcher lock), on 1 worker and on
-//! all workers; prints the time per thread, median of 5 jobs.
+//! threads (each pushed under the dispatcher lock; run inline on the job's fiber when its own
+//! core takes it, on a fiber when another core steals it), on 1 worker and on all workers;
+//! prints the time per thread, median of 5 jobs.
 //!
 //! ```text
 //! cargo run --release -p schedkit-runtime --example paws_region_cost

@@ -11,7 +11,8 @@
 //! job's fiber, jobs and threads started in place on the fiber that finished the previous
 //! entry, parks, wake-ups that found nothing, park time-outs; the workers' and the
 //! releaser's kernel switches (perf); the pool's total as the experiment counts it; and the
-//! kernel switches of the same set under SCHED_DEADLINE. Needs root for SCHED_FIFO,
+//! kernel switches of the same set under SCHED_DEADLINE (skipped with `PAWS_NO_DL` set);
+//! every missed job's record. `PAWS_SCALED` set: the windows scaled by m. Needs root for SCHED_FIFO,
 //! SCHED_DEADLINE and perf.
 
 use std::time::Duration;
@@ -30,7 +31,14 @@ fn main() {
     let ms: u64 = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(1500);
     let mode = a.get(4).and_then(|s| Mode::parse(s)).unwrap_or(Mode::Paws);
     let m = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let (lo, hi) = WINDOWS[w];
+    // `PAWS_SCALED` set: the window scaled by m, as `--windows scaled` (whose window w is
+    // seeded from w as well).
+    let k = if std::env::var_os("PAWS_SCALED").is_some() {
+        m as f64
+    } else {
+        1.0
+    };
+    let (lo, hi) = (WINDOWS[w].0 * k, WINDOWS[w].1 * k);
     println!(
         "window {lo:.2}-{hi:.2}, m = {m}, {sets} sets, {ms} ms, mode {}",
         mode.name()
@@ -61,20 +69,27 @@ fn main() {
         let kr = r.report.releaser.context_switches.unwrap_or(0);
         let kw = r.kernel_context_switches.unwrap_or(0) - kr;
         let pool = r.switches + kw + kr;
-        let dl = deadline::run_taskset(
-            &tasks,
-            &DeadlineOptions {
-                duration: Duration::from_millis(ms),
-                ..DeadlineOptions::default()
-            },
-        )
-        .map(|d| {
-            d.tasks
-                .iter()
-                .filter_map(|t| t.context_switches)
-                .sum::<u64>()
-        })
-        .unwrap_or(0);
+        for j in r.report.jobs.iter().filter(|j| j.missed()) {
+            println!("  missed: {j:?}");
+        }
+        let dl = if std::env::var_os("PAWS_NO_DL").is_some() {
+            0
+        } else {
+            deadline::run_taskset(
+                &tasks,
+                &DeadlineOptions {
+                    duration: Duration::from_millis(ms),
+                    ..DeadlineOptions::default()
+                },
+            )
+            .map(|d| {
+                d.tasks
+                    .iter()
+                    .filter_map(|t| t.context_switches)
+                    .sum::<u64>()
+            })
+            .unwrap_or(0)
+        };
         let ratio = pool as f64 / dl.max(1) as f64;
         ratios.push(ratio);
         println!(

@@ -286,3 +286,61 @@ fn an_awake_core_with_local_threads_is_not_free_for_an_earlier_release() {
     assert_eq!(pick(&mut s, 0), Some(("short", Origin::Global)));
     assert!(s.global_seqs().is_empty());
 }
+
+#[test]
+fn a_waiting_job_runs_its_own_bottom_thread_inline_exactly_when_pick_would() {
+    let mut s = S::new(Mode::Paws, 2, 1);
+    release(&mut s, "j", 50);
+    release(&mut s, "k", 40);
+    pick(&mut s, 0);
+    pick(&mut s, 1);
+    spawn(&mut s, 0, 50, &["t1", "t2", "t3"]);
+    let mine =
+        |it: &schedkit_runtime::paws::queues::Item<&'static str>| it.payload.starts_with('t');
+    // Rule C's pick: the bottom of the best deque, as a local thread.
+    let it = s.take_inline(0, mine).expect("t3 is next");
+    assert_eq!(it.payload, "t3");
+    let r = s.running(0).unwrap();
+    assert_eq!((r.kind, r.origin), (Kind::Thread, Origin::Local));
+    // Preempted while inline: back to the bottom of its deque (rule ii), not the global queue.
+    assert_eq!(release(&mut s, "urgent", 5), Notify::Preempt(0));
+    let it2 = s.item(50, Kind::Thread, "t3 (inline)");
+    s.preempted(0, it2);
+    assert_eq!(s.local_seqs(0)[0].1.len(), 3);
+    assert!(s.global_seqs().is_empty());
+    assert_eq!(pick(&mut s, 0), Some(("urgent", Origin::Global)));
+    s.stopped(0);
+    assert_eq!(pick(&mut s, 0), Some(("t3 (inline)", Origin::Local)));
+    // Nothing inline while a hand-over is pending for this core (it must switch to it).
+    let mut s = S::new(Mode::Paws, 1, 1);
+    release(&mut s, "j", 50);
+    pick(&mut s, 0);
+    spawn(&mut s, 0, 50, &["t1", "t2"]);
+    assert_eq!(release(&mut s, "urgent", 5), Notify::Preempt(0));
+    assert!(s.take_inline(0, mine).is_none());
+    // Nor when the bottom of the best deque is not the job's (an earlier deadline's thread,
+    // or one `accept` refuses): the job waits and `pick` decides.
+    let mut s = S::new(Mode::Paws, 1, 1);
+    release(&mut s, "j", 50);
+    pick(&mut s, 0);
+    spawn(&mut s, 0, 50, &["t1"]);
+    spawn(&mut s, 0, 20, &["x1"]);
+    assert!(s.take_inline(0, mine).is_none());
+    assert_eq!(s.take_inline(0, |_| true).unwrap().payload, "x1");
+}
+
+#[test]
+fn a_region_whose_core_takes_one_thread_wakes_no_core_for_it() {
+    let mut s = S::new(Mode::Paws, 3, 1);
+    release(&mut s, "j", 50);
+    pick(&mut s, 0);
+    // Two idle cores, one thread kept by core 0: nobody is woken.
+    let one = vec![s.item(50, Kind::Thread, "t1")];
+    assert!(s.spawn_keeping(0, one, 1).is_empty());
+    // Three threads, one kept: two thieves.
+    let three = (0..3).map(|_| s.item(50, Kind::Thread, "u")).collect();
+    assert_eq!(
+        s.spawn_keeping(0, three, 1),
+        vec![Notify::Wake(1), Notify::Wake(2)]
+    );
+}
