@@ -263,8 +263,25 @@ fn take_chains(sh: &Shared, index: usize) -> bool {
     while !c.is_null() {
         // SAFETY: published chains are ours now.
         let next = unsafe { (*c).chain.replace(std::ptr::null_mut()) };
-        walk_chain(c, |f| sh.wake(f));
+        walk_chain(c, |p| {
+            // Behind what is already ready here (as A1's scan), not in the run-next slot: a
+            // remote set must not reorder this ST's queue.
+            bump(&w.wakes);
+            // SAFETY: a woken fiber of the chain, ours now.
+            let f = unsafe { Box::from_raw(p) };
+            if f.bound || f.home != index {
+                sh.push_ready(f, true);
+            } else {
+                w.queue.push(f);
+            }
+        });
         c = next;
+    }
+    // As `push_ready` does for each fiber: a parked ST may steal some of them.
+    if sh.sleepers.load(SeqCst) > 0 {
+        if let Some(idle) = sh.workers.iter().find(|w| w.sleeping.load(SeqCst)) {
+            sh.unpark(idle);
+        }
     }
     true
 }

@@ -177,6 +177,8 @@ pub struct A2Core<T: Linked> {
     /// of different STs blocking on one event at once do not pass one line between the cores
     /// on every block. Consuming primitives have one lane.
     heads: Box<[Lane<T>]>,
+    /// Lanes that ever had a waiter (bit i: lane i); a set takes only those.
+    used: AtomicU64,
     /// Most permits the primitive holds (1 for events and mutexes).
     cap: u32,
     /// Manual-reset event: a join passes without taking the permit, a drain wakes everyone.
@@ -204,6 +206,7 @@ impl<T: Linked> A2Core<T> {
             heads: (0..lanes)
                 .map(|_| Lane(AtomicPtr::new(ptr::null_mut())))
                 .collect(),
+            used: AtomicU64::new(0),
             cap,
             manual,
         }
@@ -321,7 +324,16 @@ impl<T: Linked> A2Core<T> {
         if permits(self.state.load(Acquire)) > 0 {
             return false;
         }
-        push_chain(&self.heads[lane % self.heads.len()].0, node, node);
+        let lane = lane % self.heads.len();
+        // Mark the lane used (once per lane for the event's life: bits are never cleared, so
+        // later joins only read the word), so that a set looks only at lanes that ever had a
+        // waiter. The mark comes before our fence, so a setter that must find our node (its
+        // fence after ours) sees the mark too.
+        let bit = 1u64 << lane;
+        if self.used.load(Relaxed) & bit == 0 {
+            self.used.fetch_or(bit, Relaxed);
+        }
+        push_chain(&self.heads[lane].0, node, node);
         fence(SeqCst);
         if permits(self.state.load(Relaxed)) > 0 {
             self.wake_listed(wake);
@@ -355,7 +367,11 @@ impl<T: Linked> A2Core<T> {
     /// lanes blocked (they observed no set); nothing is put back, so nothing needs a
     /// second look.
     fn wake_listed(&self, wake: &mut dyn Wake<T>) {
-        for (i, lane) in self.heads.iter().enumerate() {
+        let mut used = self.used.load(Relaxed);
+        while used != 0 {
+            let i = used.trailing_zeros() as usize;
+            used &= used - 1;
+            let lane = &self.heads[i];
             if permits(self.state.load(Relaxed)) == 0 {
                 return;
             }
