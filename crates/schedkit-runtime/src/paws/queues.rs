@@ -376,6 +376,26 @@ impl<U> Sched<U> {
         self.cores[core].running = Some(r);
     }
 
+    /// After a core put an entry back (a preemption, rules i-iii) or let its job wait with the
+    /// region's threads still in its deque (an earlier entry came first) and picked its next
+    /// entry: if an entry is left in the global queue or a thread in some core's deque
+    /// (stealable, rule E) while a core sleeps idle, that core is woken (and marked busy, so
+    /// it is woken once). Nothing else would wake it: the entry would wait for a busy core, or
+    /// for the next release, and after the last release for ever busier cores.
+    pub fn wake_for_queued(&mut self) -> Notify {
+        let queued = !self.global.is_empty() || self.cores.iter().any(|c| !c.local.is_empty());
+        if !queued {
+            return Notify::Nothing;
+        }
+        match self.cores.iter().position(|c| c.idle) {
+            Some(i) => {
+                self.cores[i].idle = false;
+                Notify::Wake(i)
+            }
+            None => Notify::Nothing,
+        }
+    }
+
     fn next_rand(&mut self) -> u64 {
         // xorshift64: cheap and reproducible from the seed.
         let mut x = self.rng;

@@ -531,6 +531,9 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
     let mut woke = false;
     // Fibers free to carry new work (see `Fib`).
     let mut spare: Vec<Box<Fib>> = Vec::new();
+    // The last entry was put back or left threads behind: after the next pick, wake an idle
+    // core for what is left (`Sched::wake_for_queued`).
+    let mut left = false;
     loop {
         // Whatever woke us is being looked at now.
         sh.workers[core].kick.store(false, Relaxed);
@@ -555,6 +558,11 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
         };
         woke = false;
         sh.workers[core].preempt.store(false, Release);
+        if left {
+            left = false;
+            let n = st.sched.wake_for_queued();
+            sh.apply(&mut st, n);
+        }
         drop(st);
         let mut fib = match item.payload {
             Unit::Fiber(_) => {
@@ -596,6 +604,7 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
                         }
                     }
                     g.sched.preempted(core, item);
+                    left = true;
                     break g;
                 }
                 CoroutineResult::Yield(Suspend::Wait(region)) => {
@@ -613,6 +622,7 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
                         }
                         None => {
                             g.sched.stopped(core);
+                            left = true;
                             break g;
                         }
                     }
