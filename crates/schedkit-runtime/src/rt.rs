@@ -1253,7 +1253,7 @@ impl<T> JoinState<T> {
         JoinState {
             result: UnsafeCell::new(None),
             done: AtomicBool::new(false),
-            gate: Gate::new_in(shared, 0, 1, true),
+            gate: Gate::one_waiter(shared, 0, 1, true),
             outside: AtomicUsize::new(0),
             lock: parking_lot::Mutex::new(()),
             cv: parking_lot::Condvar::new(),

@@ -172,11 +172,14 @@ fn busy(s: u64) -> u32 {
 /// The A2 state machine over an intrusive list of `T`.
 pub struct A2Core<T: Linked> {
     state: AtomicU64,
-    /// The blocked list; a manual-reset event has one per *lane* (the caller picks the lane
-    /// of a join, the runtime uses its ST index), each on its own cache line, so that fibers
-    /// of different STs blocking on one event at once do not pass one line between the cores
-    /// on every block. Consuming primitives have one lane.
-    heads: Box<[Lane<T>]>,
+    /// The blocked list of a consuming primitive or of a one-lane manual-reset event.
+    head: AtomicPtr<T>,
+    /// A manual-reset event with several lanes has one list per *lane* instead (the caller
+    /// picks the lane of a join, the runtime uses its ST index), each on its own cache line,
+    /// so that fibers of different STs blocking on one event at once do not pass one line
+    /// between the cores on every block. Allocated only then: a one-waiter gate (a join
+    /// handle, created per spawn) must not pay an allocation.
+    lanes: Option<Box<[Lane<T>]>>,
     /// Lanes that ever had a waiter (bit i: lane i); a set takes only those.
     used: AtomicU64,
     /// Most permits the primitive holds (1 for events and mutexes).
@@ -203,9 +206,12 @@ impl<T: Linked> A2Core<T> {
         let lanes = if manual { lanes.max(1) } else { 1 };
         A2Core {
             state: AtomicU64::new(initial as u64),
-            heads: (0..lanes)
-                .map(|_| Lane(AtomicPtr::new(ptr::null_mut())))
-                .collect(),
+            head: AtomicPtr::new(ptr::null_mut()),
+            lanes: (lanes > 1).then(|| {
+                (0..lanes.min(64))
+                    .map(|_| Lane(AtomicPtr::new(ptr::null_mut())))
+                    .collect()
+            }),
             used: AtomicU64::new(0),
             cap,
             manual,
@@ -215,7 +221,20 @@ impl<T: Linked> A2Core<T> {
     /// The list of a consuming primitive.
     #[inline]
     fn head(&self) -> &AtomicPtr<T> {
-        &self.heads[0].0
+        &self.head
+    }
+
+    /// The list of lane `i` (a valid lane index) of a manual-reset event.
+    #[inline]
+    fn lane(&self, i: usize) -> &AtomicPtr<T> {
+        match &self.lanes {
+            Some(l) => &l[i].0,
+            None => &self.head,
+        }
+    }
+
+    fn lane_count(&self) -> usize {
+        self.lanes.as_ref().map_or(1, |l| l.len())
     }
 
     /// Current permits (a snapshot).
@@ -324,16 +343,16 @@ impl<T: Linked> A2Core<T> {
         if permits(self.state.load(Acquire)) > 0 {
             return false;
         }
-        let lane = lane % self.heads.len();
+        let lane = lane % self.lane_count();
         // Mark the lane used (once per lane for the event's life: bits are never cleared, so
         // later joins only read the word), so that a set looks only at lanes that ever had a
         // waiter. The mark comes before our fence, so a setter that must find our node (its
         // fence after ours) sees the mark too.
         let bit = 1u64 << lane;
-        if self.used.load(Relaxed) & bit == 0 {
+        if self.lanes.is_some() && self.used.load(Relaxed) & bit == 0 {
             self.used.fetch_or(bit, Relaxed);
         }
-        push_chain(&self.heads[lane].0, node, node);
+        push_chain(self.lane(lane), node, node);
         fence(SeqCst);
         if permits(self.state.load(Relaxed)) > 0 {
             self.wake_listed(wake);
@@ -367,18 +386,23 @@ impl<T: Linked> A2Core<T> {
     /// lanes blocked (they observed no set); nothing is put back, so nothing needs a
     /// second look.
     fn wake_listed(&self, wake: &mut dyn Wake<T>) {
-        let mut used = self.used.load(Relaxed);
+        // One lane: no marks to look at.
+        let mut used = if self.lanes.is_some() {
+            self.used.load(Relaxed)
+        } else {
+            1
+        };
         while used != 0 {
             let i = used.trailing_zeros() as usize;
             used &= used - 1;
-            let lane = &self.heads[i];
+            let lane = self.lane(i);
             if permits(self.state.load(Relaxed)) == 0 {
                 return;
             }
-            if lane.0.load(Relaxed).is_null() {
+            if lane.load(Relaxed).is_null() {
                 continue;
             }
-            let first = lane.0.swap(ptr::null_mut(), Acquire);
+            let first = lane.swap(ptr::null_mut(), Acquire);
             if !first.is_null() {
                 wake.wake_chain(i, first);
             }
@@ -519,7 +543,7 @@ impl<T: Linked> A2Core<T> {
 
     /// Whether no fiber is blocked here (a snapshot; for tests and debug checks).
     pub fn is_empty(&self) -> bool {
-        self.heads.iter().all(|l| l.0.load(Acquire).is_null())
+        (0..self.lane_count()).all(|i| self.lane(i).load(Acquire).is_null())
     }
 }
 

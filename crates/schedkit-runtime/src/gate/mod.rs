@@ -66,6 +66,28 @@ impl Gate {
     }
 
     pub(crate) fn new_in(shared: &Arc<Shared>, initial: u32, cap: u32, manual: bool) -> Gate {
+        Gate::with_lanes(
+            shared,
+            initial,
+            cap,
+            manual,
+            shared.cfg.workers.min(MAX_LANES),
+        )
+    }
+
+    /// A gate that at most one user thread waits on (a join handle's): one lane, no
+    /// allocation beyond the gate itself.
+    pub(crate) fn one_waiter(shared: &Arc<Shared>, initial: u32, cap: u32, manual: bool) -> Gate {
+        Gate::with_lanes(shared, initial, cap, manual, 1)
+    }
+
+    fn with_lanes(
+        shared: &Arc<Shared>,
+        initial: u32,
+        cap: u32,
+        manual: bool,
+        lanes: usize,
+    ) -> Gate {
         match shared.cfg.arch {
             Arch::A0 => Gate::A0(A0Gate {
                 permits: parking_lot::Mutex::new(initial),
@@ -77,7 +99,7 @@ impl Gate {
             Arch::A2 => Gate::A2(A2Gate {
                 // A manual-reset event gets a blocked list per ST (up to MAX_LANES; STs
                 // beyond share them), so blocks from several STs do not contend on one line.
-                core: A2Core::with_lanes(initial, cap, manual, shared.cfg.workers.min(MAX_LANES)),
+                core: A2Core::with_lanes(initial, cap, manual, lanes),
                 shared: shared.clone(),
             }),
         }
