@@ -93,6 +93,9 @@ pub struct ExclusiveExpArgs {
     /// Directory for exclusive.json and exclusive.svg.
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
+    /// The engine's sampling period (how often it reads the job threads' /proc files).
+    #[arg(long, default_value = "10ms")]
+    pub sample: String,
     /// Run as a hog with this many bytes (internal).
     #[arg(long, hide = true)]
     pub hog: Option<u64>,
@@ -214,6 +217,9 @@ fn one_run(
     };
     let mut opts = RunOptions::new(policy);
     opts.iterations = Some(work / threads as u64);
+    // Checked when the arguments were read.
+    let sample = schedkit_core::time::Nanos::parse(&a.sample).map_or(10_000_000, |d| d.0);
+    opts.sample = std::time::Duration::from_nanos(sample);
     let sc = scenario(threads, array, stride, exclusive);
     let o = engine::run(&sc, opts)?;
     if o.interrupted {
@@ -272,6 +278,11 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
     let stride = schedkit_core::time::Bytes::parse(&a.stride)
         .map_err(|m| bad(format!("--stride: {m}")))?
         .0;
+    match schedkit_core::time::Nanos::parse(&a.sample) {
+        Ok(d) if d.0 > 0 => {}
+        Ok(_) => return Err(bad("--sample must be positive".into())),
+        Err(m) => return Err(bad(format!("--sample: {m}"))),
+    }
     if array < 8 || stride == 0 {
         return Err(bad(
             "--array must be at least 8 bytes and --stride positive".into(),
