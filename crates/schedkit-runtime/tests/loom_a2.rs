@@ -61,6 +61,11 @@ fn join(m: &Model, i: usize) {
 /// Two joiners and two setters; returns (per-node wake counts, passes, final permits, list
 /// empty).
 fn run(cap: u32, manual: bool) -> ([usize; 2], usize, u32, bool) {
+    run_with(cap, manual, |m| m.core.release(1, &mut |q| wake(q)))
+}
+
+/// Two joiners, a setter thread, and `main` (the second setter's part) on this thread.
+fn run_with(cap: u32, manual: bool, main: impl FnOnce(&Model)) -> ([usize; 2], usize, u32, bool) {
     let m = Arc::new(Model {
         core: A2Core::with_lanes(0, cap, manual, 2),
         nodes: [Node::new(), Node::new()],
@@ -75,7 +80,7 @@ fn run(cap: u32, manual: bool) -> ([usize; 2], usize, u32, bool) {
         let m = m.clone();
         ts.push(thread::spawn(move || m.core.release(1, &mut |q| wake(q))));
     }
-    m.core.release(1, &mut |q| wake(q));
+    main(&m);
     for t in ts {
         t.join().unwrap();
     }
@@ -86,6 +91,16 @@ fn run(cap: u32, manual: bool) -> ([usize; 2], usize, u32, bool) {
         m.core.permits(),
         m.core.is_empty(),
     )
+}
+
+/// Both joiners got through exactly once: woken, or passed on a permit.
+fn all_woken_once(w: [usize; 2], passed: usize) {
+    assert!(w[0] <= 1 && w[1] <= 1, "woken twice: {w:?}");
+    assert_eq!(
+        w[0] + w[1] + passed,
+        2,
+        "lost wake-up: {w:?} passed {passed}"
+    );
 }
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -101,12 +116,7 @@ fn semaphore_two_posts_two_waiters() {
     // Two permits posted, two waiters: both get through exactly once, nothing left over.
     model(|| {
         let (w, passed, permits, empty) = run(u32::MAX >> 1, false);
-        assert!(w[0] <= 1 && w[1] <= 1, "woken twice: {w:?}");
-        assert_eq!(
-            w[0] + w[1] + passed,
-            2,
-            "lost wake-up: {w:?} passed {passed}"
-        );
+        all_woken_once(w, passed);
         assert_eq!(permits, 0);
         assert!(empty);
     });
@@ -117,12 +127,7 @@ fn manual_event_two_sets_two_waiters() {
     // A manual-reset event that ends set: nobody may stay blocked, nobody is woken twice.
     model(|| {
         let (w, passed, permits, empty) = run(1, true);
-        assert!(w[0] <= 1 && w[1] <= 1, "woken twice: {w:?}");
-        assert_eq!(
-            w[0] + w[1] + passed,
-            2,
-            "lost wake-up: {w:?} passed {passed}"
-        );
+        all_woken_once(w, passed);
         assert_eq!(permits, 1);
         assert!(empty);
     });
@@ -155,34 +160,12 @@ fn manual_event_set_reset_set_two_waiters() {
     // that meets the reset puts waiters back, and the put-back is itself a publish that must
     // not miss the later set. The event ends set, so nobody may stay blocked.
     model(|| {
-        let m = Arc::new(Model {
-            core: A2Core::with_lanes(0, 1, true, 2),
-            nodes: [Node::new(), Node::new()],
-            passed: AtomicUsize::new(0),
+        let (w, passed, permits, empty) = run_with(1, true, |m| {
+            m.core.reset();
+            m.core.release(1, &mut |q| wake(q));
         });
-        let mut ts = Vec::new();
-        for i in 0..2 {
-            let m = m.clone();
-            ts.push(thread::spawn(move || join(&m, i)));
-        }
-        {
-            let m = m.clone();
-            ts.push(thread::spawn(move || m.core.release(1, &mut |q| wake(q))));
-        }
-        m.core.reset();
-        m.core.release(1, &mut |q| wake(q));
-        for t in ts {
-            t.join().unwrap();
-        }
-        let w = [m.nodes[0].woken.load(SeqCst), m.nodes[1].woken.load(SeqCst)];
-        let passed = m.passed.load(SeqCst);
-        assert!(w[0] <= 1 && w[1] <= 1, "woken twice: {w:?}");
-        assert_eq!(
-            w[0] + w[1] + passed,
-            2,
-            "lost wake-up: {w:?} passed {passed}"
-        );
-        assert_eq!(m.core.permits(), 1);
-        assert!(m.core.is_empty());
+        all_woken_once(w, passed);
+        assert_eq!(permits, 1);
+        assert!(empty);
     });
 }
