@@ -481,6 +481,22 @@ mod tests {
         }
     }
 
+    /// One period of `g` at `ms` on two cores; the actions it takes.
+    fn tick_at(g: &mut GlobalFair, sc: &Scenario, threads: &[ThreadView], ms: u64) -> Vec<Action> {
+        let mut out = Vec::new();
+        g.tick(
+            &Snapshot {
+                now: Nanos::from_ms(ms),
+                cores: 2,
+                threads,
+                group_weights: &[],
+                scenario: sc,
+            },
+            &mut out,
+        );
+        out
+    }
+
     #[test]
     fn shuttle_alternates_and_rotates() {
         let sc = Scenario::parse("t.toml", "cores = 2\n[policy]\nname = \"global-fair\"\n")
@@ -488,18 +504,7 @@ mod tests {
         let mut g = GlobalFair::new(Nanos::from_ms(100), 125);
         let mut threads = vec![view(0, 0, 1024)];
         threads.extend((1..5).map(|i| view(i, 1, 335)));
-        let mut tick = |threads: &[ThreadView]| {
-            let snap = Snapshot {
-                now: Nanos::ZERO,
-                cores: 2,
-                threads,
-                group_weights: &[],
-                scenario: &sc,
-            };
-            let mut out = Vec::new();
-            g.tick(&snap, &mut out);
-            out
-        };
+        let mut tick = |threads: &[ThreadView]| tick_at(&mut g, &sc, threads, 0);
         assert!(tick(&threads).is_empty(), "first period: CFS placement");
         let out = tick(&threads);
         assert_eq!(out, vec![Action::Migrate { thread: 1, core: 0 }]);
@@ -517,18 +522,7 @@ mod tests {
         let mut g = GlobalFair::new(Nanos::from_ms(100), 125);
         let mut threads = vec![view(0, 0, 1024)];
         threads.extend((1..5).map(|i| view(i, 1, 335)));
-        let mut tick = |threads: &[ThreadView], ms: u64| {
-            let snap = Snapshot {
-                now: Nanos::from_ms(ms),
-                cores: 2,
-                threads,
-                group_weights: &[],
-                scenario: &sc,
-            };
-            let mut out = Vec::new();
-            g.tick(&snap, &mut out);
-            out
-        };
+        let mut tick = |threads: &[ThreadView], ms: u64| tick_at(&mut g, &sc, threads, ms);
         assert!(tick(&threads, 0).is_empty());
         // 200 ms delivered, T1 got only 60 of its GPS 86.6: the light core is behind, so no
         // shuttle goes out.
@@ -568,18 +562,7 @@ mod tests {
         // 1024 + 335 on core 0, 3 x 335 on core 1: the heavier core has one thread fewer.
         let mut threads = vec![view(0, 0, 1024), view(1, 0, 335)];
         threads.extend((2..5).map(|i| view(i, 1, 335)));
-        let mut tick = |threads: &[ThreadView]| {
-            let snap = Snapshot {
-                now: Nanos::ZERO,
-                cores: 2,
-                threads,
-                group_weights: &[],
-                scenario: &sc,
-            };
-            let mut out = Vec::new();
-            g.tick(&snap, &mut out);
-            out
-        };
+        let mut tick = |threads: &[ThreadView]| tick_at(&mut g, &sc, threads, 0);
         assert!(tick(&threads).is_empty());
         // One period as CFS shares it: core 0 gives 15.1 / 4.9 ms, core 1 6.7 ms each. Lags
         // stay under half a period: nothing moves yet.
@@ -612,14 +595,7 @@ mod tests {
         threads.extend((1..5).map(|i| view(i, 1, 335)));
         let mut moved = Vec::new();
         for k in 0..40u64 {
-            let snap = Snapshot {
-                now: Nanos::from_ms(20 * k),
-                cores: 2,
-                threads: &threads,
-                group_weights: &[],
-                scenario: &sc,
-            };
-            g.tick(&snap, &mut moved);
+            moved = tick_at(&mut g, &sc, &threads, 20 * k);
             if !moved.is_empty() {
                 break;
             }
@@ -650,18 +626,7 @@ mod tests {
         let mut threads = vec![view(0, 0, 1024)];
         threads.extend((1..4).map(|i| view(i, 0, 335)));
         threads.push(view(4, 1, 335));
-        let mut tick = |threads: &[ThreadView], ms: u64| {
-            let snap = Snapshot {
-                now: Nanos::from_ms(ms),
-                cores: 2,
-                threads,
-                group_weights: &[],
-                scenario: &sc,
-            };
-            let mut out = Vec::new();
-            g.tick(&snap, &mut out);
-            out
-        };
+        let mut tick = |threads: &[ThreadView], ms: u64| tick_at(&mut g, &sc, threads, ms);
         assert!(tick(&threads, 0).is_empty());
         // One 20 ms period as the kernel shares these queues: core 0 owes its threads 14 ms.
         for (t, us) in threads
