@@ -2,31 +2,11 @@
 //! simulator's side against the thesis' predictions, the files each writes, bad input, and one
 //! short real run (skipped, with the reason, when not root).
 
+mod common;
+
+use common::{is_root, json_of, schedkit_in as schedkit};
 use serde_json::Value;
-use std::path::Path;
-use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_schedkit");
-
-fn schedkit(args: &[&str], dir: &Path) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run schedkit")
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
-}
-
-/// The single run of (engine, policy, config).
 fn run_of<'a>(j: &'a Value, engine: &str, policy: &str, config: &str) -> &'a Value {
     j["rows"]
         .as_array()
@@ -247,15 +227,4 @@ fn tenants_real_quick_run_applies_a_ctl_weight_change() {
     let before = run["before_share"].as_f64().unwrap();
     let after = run["after_share"].as_f64().unwrap();
     assert!(after > before + 0.1, "{before} -> {after}");
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
 }
