@@ -120,13 +120,7 @@ pub fn spin_cpu(ns: u64) {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 fn sleep_until(ns: u64) {

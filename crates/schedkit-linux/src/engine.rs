@@ -920,7 +920,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
             if full {
                 next_full = t_now + 100_000_000;
             }
-            let c0 = thread_rusage_ns();
+            let c0 = workload::thread_cpu_ns();
             sample(
                 &roots,
                 (&mut tracks, &mut procs),
@@ -929,7 +929,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                 full,
                 &mut buf,
             );
-            period.record(thread_rusage_ns().saturating_sub(c0));
+            period.record(workload::thread_cpu_ns().saturating_sub(c0));
             t_prev = t_now;
             // Gang scheduling: one controller tick; Stop/Resume go through the freezer.
             if let Some(g) = gang.as_mut() {
@@ -1693,23 +1693,11 @@ pub struct FairRun {
     raised: Option<RaisedClass>,
 }
 
-/// The calling thread's CPU time (user + system), ns.
-///
-/// CLOCK_THREAD_CPUTIME_ID rather than getrusage(RUSAGE_THREAD): both read the thread's
-/// sum_exec_runtime, but getrusage does not add the slice running now, so the difference
-/// around a tick of a few microseconds reads 0 unless a timer tick or a switch fell inside
-/// it (measured: 0.000 ms over 30 tenants ticks with getrusage).
-fn thread_rusage_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid, writable timespec.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+// The controller's and the sampler's own cost are read with the thread CPU clock
+// (`workload::thread_cpu_ns`), not getrusage(RUSAGE_THREAD): both read the thread's
+// sum_exec_runtime, but getrusage does not add the slice running now, so the difference
+// around a tick of a few microseconds reads 0 unless a timer tick or a switch fell inside it
+// (measured: 0.000 ms over 30 tenants ticks with getrusage).
 
 fn get_nice(tid: i32) -> Option<i32> {
     // getpriority returns the nice value; -1 is valid, so errno tells failure apart.
@@ -2026,7 +2014,7 @@ impl FairRun {
         events: &mut Vec<Event>,
         warnings: &mut Vec<String>,
     ) {
-        let cpu0 = thread_rusage_ns();
+        let cpu0 = workload::thread_cpu_ns();
         self.ticks += 1;
         self.next_tick = now + self.period;
         let live = || tracks.iter().filter(|t| !t.finished);
@@ -2055,7 +2043,7 @@ impl FairRun {
         }
         self.trim_tick(now, tracks, warnings);
         let Some(mut ctl) = self.controller.take() else {
-            self.cpu_ns += thread_rusage_ns().saturating_sub(cpu0);
+            self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);
             return;
         };
         self.views.clear();
@@ -2159,7 +2147,7 @@ impl FairRun {
         }
         self.actions = actions;
         self.controller = Some(ctl);
-        self.cpu_ns += thread_rusage_ns().saturating_sub(cpu0);
+        self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);
     }
 
     /// The share trim's period: each top-level entity's CPU time and runnable threads from

@@ -121,3 +121,17 @@ pub fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() }
 }
+
+/// The time of clock `clock` (`libc::CLOCK_MONOTONIC`, `CLOCK_THREAD_CPUTIME_ID`,
+/// `CLOCK_PROCESS_CPUTIME_ID`, ...), ns; 0 if the kernel refuses it.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

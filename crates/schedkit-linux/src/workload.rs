@@ -45,13 +45,7 @@ pub struct WorkSpec {
 
 /// Thread CPU time of the calling thread (ns).
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// State shared by the threads of one process.

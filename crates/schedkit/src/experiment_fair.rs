@@ -438,13 +438,7 @@ fn parse_sample(s: &str) -> Result<(Duration, Option<f64>), Failure> {
 
 /// CPU time of this process (all its threads, living or exited), ns.
 fn own_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    schedkit_linux::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
 /// A mid-run `schedkit ctl set-weight GROUP W` at engine time `at`.
