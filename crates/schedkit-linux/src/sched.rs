@@ -99,11 +99,22 @@ struct SchedAttr {
     sched_period: u64,
 }
 
+/// `sched_attr.sched_flags` bit: a SCHED_DEADLINE thread may reclaim bandwidth other
+/// deadline threads leave unused (GRUB, Linux 4.13+), so a small overrun of its runtime does
+/// not throttle it while the CPU has deadline bandwidth to spare.
+pub const SCHED_FLAG_RECLAIM: u64 = 0x02;
+
 /// Sets the scheduling class of thread `tid` (0: the calling thread).
 pub fn set_thread(tid: i32, policy: Policy) -> Result<()> {
+    set_thread_with_flags(tid, policy, 0)
+}
+
+/// [`set_thread`] with `sched_attr.sched_flags` (e.g. [`SCHED_FLAG_RECLAIM`]).
+pub fn set_thread_with_flags(tid: i32, policy: Policy, flags: u64) -> Result<()> {
     policy.validate()?;
     let mut a = SchedAttr {
         size: std::mem::size_of::<SchedAttr>() as u32,
+        sched_flags: flags,
         ..SchedAttr::default()
     };
     match policy {
