@@ -217,25 +217,41 @@ impl Drop for Fiber {
     }
 }
 
-/// How A2 primitives wake fibers of this runtime.
-pub(crate) struct RtWake<'a>(pub(crate) &'a Shared);
+/// How A2 primitives wake fibers of this runtime. It carries the caller's ST context (null
+/// when the caller is not an ST of this runtime), looked up once per set or block instead of
+/// once per woken fiber: on the one-ST ping-pong every thread-local lookup is a visible part
+/// of the round trip.
+pub(crate) struct RtWake<'a> {
+    sh: &'a Shared,
+    st: *const StCtx,
+}
+
+impl<'a> RtWake<'a> {
+    /// For a set from any thread.
+    #[inline]
+    pub(crate) fn new(sh: &'a Shared) -> Self {
+        RtWake {
+            sh,
+            st: sh.own_st(),
+        }
+    }
+}
 
 impl Wake<Fiber> for RtWake<'_> {
+    #[inline]
     fn wake(&mut self, node: *mut Fiber) {
-        self.0.wake(node);
+        self.sh.wake_from(self.st, node);
     }
 
     /// A lane of a manual-reset event: the fibers that blocked on ST `lane` (or on STs that
     /// share its lane). The ST that owns the lane wakes them itself: here if that is us,
     /// else by handing it the chain.
     fn wake_chain(&mut self, lane: usize, first: *mut Fiber) {
-        let sh = self.0;
-        let st = current_st();
-        let here = !st.is_null()
-            && std::ptr::eq(unsafe { &*(*st).shared }, sh)
-            && unsafe { (*st).index } == lane;
+        let (sh, st) = (self.sh, self.st);
+        // SAFETY: a non-null `st` is this runtime's ST context, alive while it runs.
+        let here = !st.is_null() && unsafe { (*st).index } == lane;
         if here || lane >= sh.workers.len() {
-            walk_chain(first, |f| sh.wake(f));
+            walk_chain(first, |f| sh.wake_from(st, f));
         } else {
             sh.hand_chain(lane, first);
         }
@@ -321,6 +337,10 @@ struct StCounters {
     steals: AtomicU64,
     remote_readies: AtomicU64,
     parks: AtomicU64,
+    idle_ns: AtomicU64,
+    /// When the current idle stretch began (ns since `Shared::epoch`; 0: not idle), so that a
+    /// snapshot counts an ST that is idle right now.
+    idle_since: AtomicU64,
     a1_scans: AtomicU64,
     a1_scanned: AtomicU64,
 }
@@ -344,6 +364,8 @@ pub struct Stats {
     pub remote_readies: u64,
     /// Times an idle ST parked its thread.
     pub parks: u64,
+    /// Nanoseconds the STs spent idle (spinning for work or parked), summed over the STs.
+    pub idle_ns: u64,
     /// A1: scans of an ST's blocked queue, and blocked fibers looked at by them.
     pub a1_scans: u64,
     pub a1_scanned: u64,
@@ -360,6 +382,7 @@ impl Stats {
             wakes: op(self.wakes, o.wakes),
             remote_readies: op(self.remote_readies, o.remote_readies),
             parks: op(self.parks, o.parks),
+            idle_ns: op(self.idle_ns, o.idle_ns),
             a1_scans: op(self.a1_scans, o.a1_scans),
             a1_scanned: op(self.a1_scanned, o.a1_scanned),
         }
@@ -392,6 +415,8 @@ pub(crate) struct Shared {
     sleepers: AtomicUsize,
     deadlock: AtomicBool,
     stacks: parking_lot::Mutex<Vec<FiberStack>>,
+    /// Time origin of the idle counters.
+    epoch: Instant,
 }
 
 /// What an ST keeps to itself.
@@ -460,10 +485,26 @@ fn current_fiber() -> *mut Fiber {
     FIBER.with(|f| f.get())
 }
 
+/// The calling fiber, if it is a fiber of the runtime `shared` (else null): both
+/// thread-locals in one call, for the blocking path.
+#[inline(never)]
+pub(crate) fn fiber_of(shared: &Shared) -> *mut Fiber {
+    let f = FIBER.with(|f| f.get());
+    if f.is_null() {
+        return f;
+    }
+    let st = ST.with(|s| s.get());
+    // SAFETY: the ST context outlives every fiber it runs.
+    if !st.is_null() && std::ptr::eq(unsafe { &*(*st).shared }, shared) {
+        f
+    } else {
+        std::ptr::null_mut()
+    }
+}
+
 /// Whether the caller is a fiber of the runtime `shared`.
 pub(crate) fn in_fiber_of(shared: &Arc<Shared>) -> bool {
-    let st = current_st();
-    !st.is_null() && !current_fiber().is_null() && Arc::ptr_eq(unsafe { &(*st).shared }, shared)
+    !fiber_of(shared).is_null()
 }
 
 /// Whether the caller runs on a fiber (of any runtime).
@@ -475,6 +516,15 @@ pub fn in_fiber() -> bool {
 pub(crate) fn suspend(s: Suspend) {
     let f = current_fiber();
     assert!(!f.is_null(), "schedkit-runtime: suspend outside a fiber");
+    // SAFETY: the running fiber, just looked up.
+    unsafe { suspend_fiber(f, s) }
+}
+
+/// Switches the fiber `f` out with `s`.
+///
+/// # Safety
+/// `f` must be the calling fiber (as returned by [`fiber_of`] on this fiber, just now).
+pub(crate) unsafe fn suspend_fiber(f: *mut Fiber, s: Suspend) {
     let marker = 0u8;
     // SAFETY: the running fiber owns its Fiber; its yielder lives on its stack while it runs.
     unsafe {
@@ -586,6 +636,7 @@ impl Runtime {
             sleepers: AtomicUsize::new(0),
             deadlock: AtomicBool::new(false),
             stacks: parking_lot::Mutex::new(Vec::new()),
+            epoch: Instant::now(),
         });
         if n > 0 {
             stack::install_overflow_handler();
@@ -716,6 +767,11 @@ impl Handle {
             s.wakes += w.wakes.load(Relaxed);
             s.remote_readies += c.remote_readies.load(Relaxed);
             s.parks += c.parks.load(Relaxed);
+            s.idle_ns += c.idle_ns.load(Relaxed);
+            let since = c.idle_since.load(Relaxed);
+            if since != 0 {
+                s.idle_ns += ns_since(self.shared.epoch, Instant::now()).saturating_sub(since);
+            }
             s.a1_scans += c.a1_scans.load(Relaxed);
             s.a1_scanned += c.a1_scanned.load(Relaxed);
         }
@@ -778,10 +834,24 @@ impl Shared {
     /// Puts `f` on the ready queue of the ST that will run it, waking that ST (or, with
     /// `steal_hint`, an idle one that can steal it) if it sleeps.
     fn push_ready(&self, f: Box<Fiber>, steal_hint: bool) {
-        self.push_ready_from(current_st(), f, steal_hint)
+        self.push_ready_from(self.own_st(), f, steal_hint)
     }
 
-    /// `push_ready` with the caller's ST context (null on other threads) already looked up.
+    /// The caller's ST context if the caller is an ST (or a fiber on an ST) of this runtime,
+    /// else null.
+    #[inline]
+    fn own_st(&self) -> *const StCtx {
+        let st = current_st();
+        // SAFETY: the ST context outlives every fiber it runs.
+        if !st.is_null() && std::ptr::eq(unsafe { &*(*st).shared }, self) {
+            st
+        } else {
+            std::ptr::null()
+        }
+    }
+
+    /// `push_ready` with the caller's ST context already looked up: `st` is [`Shared::own_st`]
+    /// (an ST of this runtime, or null).
     fn push_ready_from(&self, st: *const StCtx, f: Box<Fiber>, steal_hint: bool) {
         // Fast path: an ST of this runtime (or a fiber on it) makes ready a fiber that last ran
         // on this ST, while no ST idles (so nobody would steal it anyway): it goes to this ST's
@@ -789,10 +859,9 @@ impl Shared {
         // goes back there, so a set that wakes many fibers leaves them spread over the STs
         // instead of piling them on the setter's ST for the others to steal one by one.
         if !f.bound
-            && self.sleepers.load(Relaxed) == 0
             && !st.is_null()
-            && std::ptr::eq(unsafe { &*(*st).shared }, self)
             && unsafe { (*st).index } == f.home
+            && self.sleepers.load(Relaxed) == 0
         {
             prefetch_stack(&f);
             // SAFETY: only this thread touches its ST's slot.
@@ -803,7 +872,7 @@ impl Shared {
             return;
         }
         let w = &self.workers[f.home];
-        if !st.is_null() && std::ptr::eq(unsafe { &*(*st).shared }, self) {
+        if !st.is_null() {
             let i = unsafe { (*st).index };
             if i != f.home {
                 bump(&self.workers[i].stats.remote_readies);
@@ -843,12 +912,13 @@ impl Shared {
         }
     }
 
-    /// Wakes a blocked fiber (called by setters of A2 primitives and by JoinState).
-    pub(crate) fn wake(&self, p: *mut Fiber) {
+    /// Wakes a blocked fiber (called by setters of A2 primitives and by JoinState); `st` is
+    /// the caller's [`Shared::own_st`].
+    #[inline]
+    fn wake_from(&self, st: *const StCtx, p: *mut Fiber) {
         // SAFETY: the list handed us the unique pointer of a blocked fiber.
         let f = unsafe { Box::from_raw(p) };
-        let st = current_st();
-        if !st.is_null() && std::ptr::eq(unsafe { &*(*st).shared }, self) {
+        if !st.is_null() {
             bump(&self.workers[unsafe { (*st).index }].wakes);
         } else {
             self.outside_wakes.fetch_add(1, Relaxed);
@@ -959,7 +1029,11 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
             continue;
         }
         // Idle: spin a little, then park.
-        let spin_until = Instant::now() + sh.cfg.spin_before_park;
+        let idle_from = Instant::now();
+        me.stats
+            .idle_since
+            .store(ns_since(sh.epoch, idle_from).max(1), Relaxed);
+        let spin_until = idle_from + sh.cfg.spin_before_park;
         let mut found = false;
         while Instant::now() < spin_until {
             if has_work(sh, index) {
@@ -973,6 +1047,7 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
             }
         }
         if found {
+            end_idle(me, idle_from);
             continue;
         }
         bump(&me.stats.parks);
@@ -993,6 +1068,7 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
         }
         sh.sleepers.fetch_sub(1, SeqCst);
         me.sleeping.store(false, SeqCst);
+        end_idle(me, idle_from);
         if index == 0 {
             check_deadlock(sh, &mut suspect);
         }
@@ -1013,6 +1089,19 @@ fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
     local.a1_blocked.clear();
     let mut pool = sh.stacks.lock();
     pool.append(&mut local.stacks);
+}
+
+/// Nanoseconds from `epoch` to `t`.
+fn ns_since(epoch: Instant, t: Instant) -> u64 {
+    t.saturating_duration_since(epoch).as_nanos() as u64
+}
+
+/// Adds the idle stretch that began at `from` to the ST's idle time.
+fn end_idle(me: &Worker, from: Instant) {
+    let c = &me.stats;
+    c.idle_since.store(0, Relaxed);
+    let d = from.elapsed().as_nanos() as u64;
+    c.idle_ns.store(c.idle_ns.load(Relaxed) + d, Relaxed);
 }
 
 fn has_work(sh: &Shared, index: usize) -> bool {
@@ -1158,7 +1247,8 @@ fn run(ctx: &StCtx, mut f: Box<Fiber>) {
             bump(&me.blocks);
             let p = Box::into_raw(f);
             // SAFETY: the blocking fiber borrows the primitive until it is woken.
-            let queued = unsafe { (*core).join(p, ctx.index, &mut RtWake(sh)) };
+            let mut wake = RtWake { sh, st: ctx };
+            let queued = unsafe { (*core).join(p, ctx.index, &mut wake) };
             if !queued {
                 bump(&me.wakes);
                 // It need not wait: it runs next, ahead of whatever the slot held.

@@ -249,3 +249,63 @@ fn manual_reset_events_release_everyone() {
     manual_event_cycles(Arch::A1, 500, 50);
     manual_event_cycles(Arch::A2, 2_000, 50);
 }
+
+/// Setters on OS threads outside the runtime and on fibers of both STs post one semaphore
+/// while fibers on both STs block on it: every path of an A2 set (hand-over, enter and
+/// drain, leftovers put back) races with joins from two STs. Every post is consumed exactly
+/// once: a lost wake-up ends in the deadlock verdict, a double one in a wrong total.
+#[test]
+fn outside_and_fiber_setters_race_joiners_on_one_semaphore() {
+    const WAITERS: usize = 64;
+    const PER_WAITER: u64 = 10_000;
+    for arch in [Arch::A1, Arch::A2] {
+        let rt = rt(arch);
+        let sem = Arc::new(Semaphore::new(rt.handle(), 0));
+        let got = Arc::new(AtomicU64::new(0));
+        let hs: Vec<_> = (0..WAITERS)
+            .map(|_| {
+                let (s, g) = (sem.clone(), got.clone());
+                rt.spawn(move || {
+                    for _ in 0..PER_WAITER {
+                        s.acquire();
+                        g.fetch_add(1, Relaxed);
+                    }
+                })
+            })
+            .collect();
+        let total = WAITERS as u64 * PER_WAITER;
+        // Half of the permits from two OS threads, half from eight fibers.
+        let outside: Vec<_> = (0..2)
+            .map(|_| {
+                let s = sem.clone();
+                std::thread::spawn(move || {
+                    // Two permits per post: a hand-over to one waiter leaves one over.
+                    for _ in 0..total / 8 {
+                        s.release(2);
+                    }
+                })
+            })
+            .collect();
+        let posters: Vec<_> = (0..8)
+            .map(|_| {
+                let s = sem.clone();
+                rt.spawn(move || {
+                    for i in 0..total / 16 {
+                        s.release(1);
+                        if i % 8 == 0 {
+                            yield_now();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in outside {
+            t.join().unwrap();
+        }
+        for h in posters.into_iter().chain(hs) {
+            h.join().unwrap_or_else(|e| panic!("{arch}: {e}"));
+        }
+        assert_eq!(got.load(SeqCst), total, "{arch}");
+        assert_eq!(sem.available(), 0, "{arch}: posts left over");
+    }
+}

@@ -464,8 +464,13 @@ fn timed<B: Backend>(
     // The STs update their counters after the last join returns; a short wait lets them settle
     // (only with --counters: see `SkBackend`).
     let stats = before.map(|b| {
+        // Idle time up to the end of the phase, not including the settling pause.
+        let at_end = be.stats().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(1));
-        be.stats().unwrap() - b
+        Stats {
+            idle_ns: at_end.idle_ns.saturating_sub(b.idle_ns),
+            ..be.stats().unwrap() - b
+        }
     });
     Ok(Phase { secs, stats })
 }
@@ -754,6 +759,7 @@ fn counters_table(rows: &[(u8, usize, String, &str, Stats)]) -> Table {
         "cross-ST",
         "steals",
         "parks",
+        "idle ms",
         "A1 scans",
         "A1 scanned",
     ]);
@@ -770,6 +776,7 @@ fn counters_table(rows: &[(u8, usize, String, &str, Stats)]) -> Table {
             s.remote_readies.to_string(),
             s.steals.to_string(),
             s.parks.to_string(),
+            format!("{:.2}", s.idle_ns as f64 / 1e6),
             s.a1_scans.to_string(),
             s.a1_scanned.to_string(),
         ]);

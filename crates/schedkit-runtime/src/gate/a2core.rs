@@ -24,7 +24,7 @@
 //!     | p=0 b=0 | <----------------------------------------------- | p>0 b>=1        |
 //!     +---------+     last holder leaves, permits used up          | (drains list)   |
 //!        |  ^                                                      +-----------------+
-//!  join: |  | re-read (a read-modify-write of the word)               ^    |        |
+//!  join: |  | re-read (a SeqCst load of the word)                     ^    |        |
 //!  push  |  | finds p = 0: the fiber stays blocked                    |    | reset  | last holder
 //!  fiber v  |                                                         |    | p:=0   | leaves,
 //!     +-------------------+   re-read finds p > 0 (a set crossed      |    v        v list empty
@@ -50,15 +50,20 @@
 //!
 //! Whenever `busy == 0` and no joiner is between its push and its re-read,
 //! `!(permits > 0 && list non-empty)`.
-//! - A joiner pushes its fiber, then re-reads the word with a read-modify-write. All
-//!   read-modify-writes of the word form one order. A set whose change came before the
-//!   re-read left permits that the re-read sees (unless others took them), and the joiner
-//!   then enters `busy` and leaves, which drains. A set whose change comes after reads a value
-//!   the re-read is part of, so the push happened before it, and its leave (or hand-over)
-//!   finds the fiber. A plain load would not do: the set's write and the joiner's load could
-//!   each miss the other's (loom finds that lost wake-up at once). A block costs the push and
-//!   the re-read; it used to be enter, push and leave (three read-modify-writes, on which
-//!   `perf` put nearly all of the join's and leave's samples in the one-ST ping-pong).
+//! - A joiner pushes its fiber (a `SeqCst` compare-and-swap on the list head), then re-reads
+//!   the word with a `SeqCst` load (`reread`). Every change of the word that adds permits is
+//!   a `SeqCst` read-modify-write, and the setter then looks at the list with a `SeqCst` load
+//!   (in `leave`). These four operations are the store-buffer pattern under one total order:
+//!   if the setter's load misses the node, the node's push comes after that load, so the
+//!   joiner's re-read comes after the permits were added and sees them (unless others took
+//!   them); the joiner then enters `busy` and leaves, which drains. With acquire/release
+//!   orderings instead the two loads could each miss the other side's write (loom finds that
+//!   lost wake-up at once). A block costs one locked instruction on x86-64 (the push's
+//!   `lock cmpxchg`; a `SeqCst` load is a plain `mov`); it used to be three read-modify-writes
+//!   (enter, push, leave), then two (push and a `fetch_add(0)` re-read, which compiled to a
+//!   `lock or` fence and a load). loom does not model the total order of `SeqCst` loads
+//!   (tokio-rs/loom#180), so under `--cfg loom` the re-read is that `fetch_add(0)`, which
+//!   closes the same race through the word's modification order.
 //! - Every holder, before it decrements `busy`, loads the word and checks the list; if it sees
 //!   `permits > 0` and a non-empty list it drains first. Its decrement is a compare-and-swap
 //!   against the word it checked, so a change in between (a set, a reset) makes it look
@@ -97,11 +102,10 @@
 //!
 //! # Memory ordering
 //!
-//! All changes of `state` (and a joiner's re-read) are read-modify-writes with `AcqRel` (they
-//! form one modification order, so every holder sees the pushes of every joiner and holder
-//! whose read-modify-write came before its own); the list head
-//! is pushed with `Release` and taken with `Acquire` (`swap`), so a fiber's link field written
-//! by the pusher is visible to the taker. Data written by a setter before `release` reaches the
+//! All changes of `state` are read-modify-writes with `AcqRel`, `SeqCst` where they add
+//! permits; the list head is pushed with `SeqCst` (a release, and the joiner's half of the
+//! pattern above) and taken with `Acquire` (`swap`), so a fiber's link field written by the
+//! pusher is visible to the taker. Data written by a setter before `release` reaches the
 //! woken fiber through the state word (fast path) or through the ready queue (slow path).
 //!
 //! # Fairness
@@ -269,7 +273,12 @@ impl<T: Linked> A2Core<T> {
     ///
     /// # Safety
     /// `node` must be valid and not in any list.
-    pub unsafe fn join(&self, node: *mut T, lane: usize, wake: &mut dyn Wake<T>) -> bool {
+    pub unsafe fn join<W: Wake<T> + ?Sized>(
+        &self,
+        node: *mut T,
+        lane: usize,
+        wake: &mut W,
+    ) -> bool {
         if self.manual {
             return self.join_manual(node, lane, wake);
         }
@@ -291,7 +300,7 @@ impl<T: Linked> A2Core<T> {
         // leave like any holder, which drains. Two atomic operations per block instead of
         // enter, push and leave.
         push_chain(self.head(), node, node);
-        let mut s = self.state.fetch_add(0, AcqRel);
+        let mut s = self.reread();
         if permits(s) > 0 {
             loop {
                 match self
@@ -307,9 +316,29 @@ impl<T: Linked> A2Core<T> {
         true
     }
 
+    /// A joiner's look at the word after its push (see "Why no wake-up is lost"). In
+    /// production a `SeqCst` load: the push is a `SeqCst` compare-and-swap on the list head,
+    /// and every change of the word that adds permits is a `SeqCst` read-modify-write
+    /// followed (in the same thread) by a `SeqCst` load of the head, so the four form the
+    /// store-buffer pattern under one total order: either the setter's load finds the node or
+    /// this load finds the permits. On x86-64 a `SeqCst` load is a plain `mov` and the push's
+    /// `lock cmpxchg` is already a full barrier, so a block costs one locked instruction
+    /// instead of two (the read-modify-write compiled to a `lock or` fence plus a load).
+    /// loom models `SeqCst` loads as acquire loads (tokio-rs/loom#180) and would report a
+    /// lost wake-up that the total order rules out, so under `--cfg loom` the re-read stays
+    /// the read-modify-write, which orders it with the setters' changes through the word's
+    /// modification order instead; both close the same race.
+    #[inline]
+    fn reread(&self) -> u64 {
+        #[cfg(loom)]
+        return self.state.fetch_add(0, AcqRel);
+        #[cfg(not(loom))]
+        return self.state.load(SeqCst);
+    }
+
     /// Adds `n` permits (at most `cap` in all) and wakes as many blocked fibers as they allow
     /// (all of them for a manual-reset event). Any thread may call it.
-    pub fn release(&self, n: u32, wake: &mut dyn Wake<T>) {
+    pub fn release<W: Wake<T> + ?Sized>(&self, n: u32, wake: &mut W) {
         if self.manual {
             return self.release_manual(n, wake);
         }
@@ -324,7 +353,8 @@ impl<T: Linked> A2Core<T> {
         loop {
             let p = permits(s).saturating_add(n).min(self.cap) as u64;
             let next = ((s & !PERMITS) + BUSY) | p;
-            match self.state.compare_exchange_weak(s, next, AcqRel, Acquire) {
+            // SeqCst: adds permits, see `reread`.
+            match self.state.compare_exchange_weak(s, next, SeqCst, Acquire) {
                 Ok(_) => break,
                 Err(x) => s = x,
             }
@@ -339,7 +369,12 @@ impl<T: Linked> A2Core<T> {
     /// or the joiner finds the permits and wakes what is listed itself. A manual-reset drain
     /// takes no permits, so nothing else needs ordering: no `busy` and no leave, one atomic
     /// read-modify-write per block instead of three on a line every joiner shares.
-    unsafe fn join_manual(&self, node: *mut T, lane: usize, wake: &mut dyn Wake<T>) -> bool {
+    unsafe fn join_manual<W: Wake<T> + ?Sized>(
+        &self,
+        node: *mut T,
+        lane: usize,
+        wake: &mut W,
+    ) -> bool {
         if permits(self.state.load(Acquire)) > 0 {
             return false;
         }
@@ -361,7 +396,7 @@ impl<T: Linked> A2Core<T> {
     }
 
     /// Manual-reset set: raise the permits, then wake everyone listed (see `join_manual`).
-    fn release_manual(&self, n: u32, wake: &mut dyn Wake<T>) {
+    fn release_manual<W: Wake<T> + ?Sized>(&self, n: u32, wake: &mut W) {
         let mut s = self.state.load(Acquire);
         loop {
             let p = permits(s).saturating_add(n).min(self.cap) as u64;
@@ -385,7 +420,7 @@ impl<T: Linked> A2Core<T> {
     /// whatever waits for its next step. A reset seen between two lanes leaves the remaining
     /// lanes blocked (they observed no set); nothing is put back, so nothing needs a
     /// second look.
-    fn wake_listed(&self, wake: &mut dyn Wake<T>) {
+    fn wake_listed<W: Wake<T> + ?Sized>(&self, wake: &mut W) {
         // One lane: no marks to look at.
         let mut used = if self.lanes.is_some() {
             self.used.load(Relaxed)
@@ -417,7 +452,7 @@ impl<T: Linked> A2Core<T> {
     /// when waiters or permits are left over we enter, put them back / publish them, and
     /// `leave` drains for any joiner that came meanwhile. A set that wakes one waiter thus
     /// costs one atomic swap, against enter + swap + take + leave.
-    fn hand_over(&self, n: u32, wake: &mut dyn Wake<T>) {
+    fn hand_over<W: Wake<T> + ?Sized>(&self, n: u32, wake: &mut W) {
         let mut left = n;
         let mut cur = self.take_all_fifo();
         while left > 0 && !cur.is_null() {
@@ -435,7 +470,8 @@ impl<T: Linked> A2Core<T> {
         loop {
             let p = permits(s).saturating_add(left).min(self.cap) as u64;
             let next = ((s & !PERMITS) + BUSY) | p;
-            match self.state.compare_exchange_weak(s, next, AcqRel, Acquire) {
+            // SeqCst: adds permits, see `reread`.
+            match self.state.compare_exchange_weak(s, next, SeqCst, Acquire) {
                 Ok(_) => break,
                 Err(x) => s = x,
             }
@@ -491,11 +527,12 @@ impl<T: Linked> A2Core<T> {
 
     /// Leaves the transitional state; whoever leaves drains first if permits and blocked
     /// fibers meet.
-    fn leave(&self, wake: &mut dyn Wake<T>) {
+    fn leave<W: Wake<T> + ?Sized>(&self, wake: &mut W) {
         let mut s = self.state.load(Acquire);
         loop {
             debug_assert!(busy(s) >= 1);
-            if permits(s) > 0 && !self.head().load(Acquire).is_null() {
+            // SeqCst: the setter's half of the pattern in `reread`.
+            if permits(s) > 0 && !self.head().load(SeqCst).is_null() {
                 self.drain(wake);
                 s = self.state.load(Acquire);
                 continue;
@@ -511,7 +548,7 @@ impl<T: Linked> A2Core<T> {
     }
 
     /// SETTING: wakes blocked fibers while permits last. The caller holds `busy`.
-    fn drain(&self, wake: &mut dyn Wake<T>) {
+    fn drain<W: Wake<T> + ?Sized>(&self, wake: &mut W) {
         let mut cur = self.take_all_fifo();
         while !cur.is_null() {
             if !self.take_permit() {
@@ -553,7 +590,9 @@ fn push_chain<T: Linked>(head: &AtomicPtr<T>, first: *mut T, last: *mut T) {
     loop {
         // SAFETY: `last` is ours until the CAS publishes it.
         unsafe { (*last).link().set(h) };
-        match head.compare_exchange_weak(h, first, Release, Relaxed) {
+        // SeqCst: a joiner's push is its half of the pattern in `A2Core::reread` (on x86-64
+        // the same `lock cmpxchg` as a release).
+        match head.compare_exchange_weak(h, first, SeqCst, Relaxed) {
             Ok(_) => return,
             Err(x) => h = x,
         }

@@ -16,7 +16,7 @@ pub mod a2core;
 
 use std::sync::Arc;
 
-use crate::rt::{in_fiber_of, suspend, Arch, Fiber, Handle, RtWake, Shared, Suspend};
+use crate::rt::{fiber_of, suspend_fiber, Arch, Fiber, Handle, RtWake, Shared, Suspend};
 use a1::A1Gate;
 use a2core::A2Core;
 
@@ -148,9 +148,11 @@ impl Gate {
                 if g.try_acquire() {
                     return;
                 }
-                if in_fiber_of(&g.shared) {
+                let f = fiber_of(&g.shared);
+                if !f.is_null() {
                     // The ST's scan takes the permit on our behalf before it wakes us.
-                    suspend(Suspend::BlockA1(g));
+                    // SAFETY: `f` is the calling fiber.
+                    unsafe { suspend_fiber(f, Suspend::BlockA1(g)) };
                 } else {
                     outside_wait(|| g.try_acquire());
                 }
@@ -159,9 +161,11 @@ impl Gate {
                 if g.core.try_acquire() {
                     return;
                 }
-                if in_fiber_of(&g.shared) {
+                let f = fiber_of(&g.shared);
+                if !f.is_null() {
                     // The drain takes the permit on our behalf before it wakes us.
-                    suspend(Suspend::BlockA2(&g.core));
+                    // SAFETY: `f` is the calling fiber.
+                    unsafe { suspend_fiber(f, Suspend::BlockA2(&g.core)) };
                 } else {
                     outside_wait(|| g.core.try_acquire());
                 }
@@ -183,7 +187,7 @@ impl Gate {
             }
             Gate::A1(g) => g.release(n),
             Gate::A2(g) => {
-                g.core.release(n, &mut RtWake(&g.shared));
+                g.core.release(n, &mut RtWake::new(&g.shared));
             }
         }
     }
