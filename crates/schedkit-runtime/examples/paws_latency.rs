@@ -4,7 +4,7 @@
 //! Every core is kept busy by a background task with a late deadline (one parallel region of
 //! one 40 ms thread per worker every 50 ms); a short task (100 us of work, deadline 1 ms) is
 //! released every 2 ms (plus a prime offset, so releases fall at every phase of the
-//! background's 20 us preemption checks) and preempts a background thread each time.
+//! background's 10 us preemption checks) and preempts a background thread each time.
 //!
 //! ```text
 //! cargo run --release -p schedkit-runtime --example paws_latency -- [SECONDS] [--no-fifo]

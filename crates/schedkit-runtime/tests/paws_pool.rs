@@ -1,6 +1,6 @@
 //! Real-pool tests of the PAWS runtime (SCHED_OTHER, no perf counters: they run anywhere).
 
-use schedkit_runtime::paws::{self, Mode, RtConfig, RtPool};
+use schedkit_runtime::paws::{self, FiberHow, Mode, RtConfig, RtPool, StopHow};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -81,6 +81,23 @@ fn an_earlier_deadline_preempts_the_latest_running_job_on_one_core() {
         vec!["long:start", "short", "long:end"]
     );
     assert_eq!(r.preemption_latency.len(), 1);
+    // Its latency split into stages, in order, summing to the latency.
+    let st = &r.preemption_stages;
+    assert_eq!(st.len(), 1);
+    let s = &st[0];
+    assert!(
+        s.release <= s.woke
+            && s.woke <= s.requested
+            && s.requested <= s.stopped
+            && s.stopped <= s.picked
+            && s.picked <= s.start,
+        "{s:?}"
+    );
+    assert_eq!(s.stages().iter().sum::<u64>(), r.preemption_latency[0]);
+    assert_eq!((s.target, s.stop, s.from_pending), (0, StopHow::Checkpoint, true));
+    // The preempting job needs a fiber while the preempted one keeps its own: one of the
+    // worker's reserve, made before the pool started, not a stack mapped on the spot.
+    assert_eq!(s.fiber, FiberHow::Spare, "{s:?}");
     let long = r
         .jobs
         .iter()

@@ -4,7 +4,7 @@
 //!
 //! Each task's job executes its regions in order: `Region::Seq(c)` is `c` of calibrated
 //! NOP-loop work on the job's fiber, `Region::Par(v)` is a parallel region of `v.len()` threads,
-//! thread i doing `v[i]` of NOP-loop work; the work checks for preemption every 20 us. All tasks
+//! thread i doing `v[i]` of NOP-loop work; the work checks for preemption every 10 us. All tasks
 //! are released synchronously at the start (plus their `offset`); releases stop after
 //! `duration`, and every job already released runs to its end before the report is made.
 //! A task's `cpus` is not used: PAWS, G-EDF and WS are global schedulers.
@@ -31,6 +31,8 @@ pub struct HarnessOpts {
     pub seed: u64,
     /// Delay between pool start and the first release, so every worker is up.
     pub start_delay: Duration,
+    /// See [`RtConfig::release_spin`].
+    pub release_spin: Duration,
 }
 
 impl Default for HarnessOpts {
@@ -42,6 +44,7 @@ impl Default for HarnessOpts {
             perf: true,
             seed: 1,
             start_delay: Duration::from_millis(5),
+            release_spin: super::RELEASE_SPIN,
         }
     }
 }
@@ -91,6 +94,7 @@ pub fn run_taskset(
     cfg.pin = opts.pin;
     cfg.perf = opts.perf;
     cfg.seed = opts.seed;
+    cfg.release_spin = opts.release_spin;
     let mut pool = RtPool::new(cfg)?;
     let start = pool.now() + opts.start_delay;
     for t in tasks {

@@ -52,7 +52,7 @@ impl Job {
         worker::checkpoint()
     }
 
-    /// Calibrated NOP-loop work of `d` CPU time, with a preemption point every 20 us.
+    /// Calibrated NOP-loop work of `d` CPU time, with a preemption point every 10 us.
     pub fn work(&self, d: Duration) {
         super::spin(d.as_nanos() as u64)
     }

@@ -24,7 +24,7 @@
 //! - Every job and every parallel thread runs on its own fiber (guarded stack from
 //!   [`crate::stack`], switched by corosensei), so it can be suspended where it stands at a
 //!   preemption point ([`checkpoint`], [`Job::checkpoint`], and [`spin`], the calibrated NOP
-//!   work, checks every 20 us).
+//!   work, checks every 10 us).
 //! - All scheduling decisions are those of [`queues::Sched`], a pure state machine (rules A-F
 //!   and the comparison modes), taken under one lock; the workers only execute them.
 //! - A job that opens a parallel region ([`Job::parallel`], [`Job::scope`], [`Job::join`])
@@ -48,11 +48,14 @@ mod worker;
 
 pub use job::{Job, JobScope};
 pub use queues::Mode;
-pub use stats::{percentile, JobRecord, PoolCounters, RtReport, TaskStats, WorkerKernel};
+pub use stats::{
+    percentile, FiberHow, JobRecord, PoolCounters, PreemptionStages, RtReport, StopHow, TaskStats,
+    WorkerKernel,
+};
 pub use work::{calibrate, spin};
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::*};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -61,9 +64,11 @@ use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use schedkit_linux::affinity;
 
-use crate::stack::FiberStack;
 use queues::{Item, Kind, Notify, Sched};
 use worker::Unit;
+
+/// Default of [`RtConfig::release_spin`].
+pub(crate) const RELEASE_SPIN: Duration = Duration::from_micros(50);
 
 /// Pool knobs; [`RtConfig::new`] gives the defaults.
 #[derive(Clone, Debug)]
@@ -82,6 +87,12 @@ pub struct RtConfig {
     pub seed: u64,
     /// Open perf software counters (context switches, migrations) on each worker.
     pub perf: bool,
+    /// The releaser's timer is set this much before each release time and the rest is spun
+    /// (default 50 us; zero: sleep until the release time). A timer wake-up of the releaser
+    /// came 25-70 us after the time asked on this virtual machine, all of it added to every
+    /// preemption's latency; spinning costs at most this much CPU per release time (one
+    /// release time every few ms for the experiment's task sets).
+    pub release_spin: Duration,
 }
 
 impl RtConfig {
@@ -98,6 +109,7 @@ impl RtConfig {
             stack_size: 64 * 1024,
             seed: 0x9e37_79b9_7f4a_7c15,
             perf: true,
+            release_spin: RELEASE_SPIN,
         }
     }
 
@@ -168,6 +180,15 @@ pub(crate) struct WorkerSlot {
     /// worker looking for plain work stops looking at once.
     pub kick: CachePadded<AtomicBool>,
     pub thread: OnceLock<Thread>,
+    /// When this core's running entry last stopped (a preemption point with the flag set, an
+    /// entry's end, a wait for a region) and how (`StopHow` as u8): read when it picks a
+    /// preempting job, for the stage breakdown of its latency.
+    pub stopped_at: AtomicU64,
+    pub stop_how: AtomicU8,
+    /// The CPU time at that stop when a preemption was requested (0 otherwise), and the
+    /// worker thread's CPU clock, read by the requester (see `PreemptionStages::reach_cpu`).
+    pub stopped_cpu: AtomicU64,
+    pub cpu_clock: OnceLock<libc::clockid_t>,
 }
 
 pub(crate) struct Shared {
@@ -176,9 +197,9 @@ pub(crate) struct Shared {
     pub epoch: Instant,
     pub stop: AtomicBool,
     pub cfg: RtConfig,
-    pub stacks: Mutex<Vec<FiberStack>>,
     pub records: Mutex<Vec<JobRecord>>,
     pub latencies: Mutex<Vec<u64>>,
+    pub stages: Mutex<Vec<PreemptionStages>>,
     pub kernel: Mutex<Vec<WorkerKernel>>,
     pub warnings: Mutex<Vec<String>>,
     pub releaser: OnceLock<Thread>,
@@ -193,9 +214,9 @@ impl Shared {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    /// Acts on a dispatcher decision; called with the state lock held so that a preemption
-    /// request cannot land after the core already picked something else.
-    pub(crate) fn apply(&self, st: &mut State, n: Notify) {
+    /// Acts on a dispatcher decision; called with the state lock held (the guard is the proof)
+    /// so that a preemption request cannot land after the core already picked something else.
+    pub(crate) fn apply(&self, _locked: &mut State, n: Notify) {
         match n {
             Notify::Nothing => {}
             Notify::Wake(c) => {
@@ -207,17 +228,50 @@ impl Shared {
             }
             Notify::Preempt(c) => {
                 self.workers[c].preempt.store(true, Release);
-                if let Some(Unit::Job(m)) = st.sched.pending_payload(c) {
-                    m.counters.preempting.store(true, Relaxed);
-                }
             }
         }
     }
 
     /// A job (released, or done waiting) becomes ready.
     pub(crate) fn ready(&self, st: &mut State, it: Item<Unit>) {
+        let job = match &it.payload {
+            Unit::Job(m) => Arc::as_ptr(m),
+            _ => std::ptr::null(),
+        };
         let n = st.sched.ready(it);
         self.apply(st, n);
+        if !job.is_null() {
+            self.mark_preempting(st, job);
+        }
+    }
+
+    /// If the job `m` was handed to a core whose running entry is asked to stop (now, or by an
+    /// earlier release whose job it displaced from the pending slot), it is a preempting job:
+    /// its latency is recorded when it starts, and the request's time is its second stage.
+    fn mark_preempting(&self, st: &State, m: *const JobMeta) {
+        let Some((c, p)) =
+            (0..self.workers.len()).find_map(|c| match st.sched.pending_payload(c) {
+                Some(Unit::Job(p)) if Arc::as_ptr(p) == m && st.sched.preempt_requested(c) => {
+                    Some((c, p))
+                }
+                _ => None,
+            })
+        else {
+            return;
+        };
+        let k = &p.counters;
+        if k.preempting.swap(true, Relaxed) {
+            return;
+        }
+        k.requested.store(self.now(), Relaxed);
+        k.target.store(c as u64, Relaxed);
+        if let Some(&clock) = self.workers[c].cpu_clock.get() {
+            k.target_cpu_requested
+                .store(schedkit_linux::clock_ns(clock), Relaxed);
+        }
+        // SAFETY: no arguments; -1 when the kernel cannot say.
+        let cpu = unsafe { libc::sched_getcpu() };
+        k.requester_cpu.store((cpu + 1).max(0) as u64, Relaxed);
     }
 
     /// A job finished: its task may start the next job of its backlog.
@@ -270,15 +324,19 @@ impl RtPool {
                     preempt: CachePadded::new(AtomicBool::new(false)),
                     kick: CachePadded::new(AtomicBool::new(false)),
                     thread: OnceLock::new(),
+                    stopped_at: AtomicU64::new(0),
+                    stop_how: AtomicU8::new(0),
+                    stopped_cpu: AtomicU64::new(0),
+                    cpu_clock: OnceLock::new(),
                 })
                 .collect(),
             epoch: Instant::now(),
             stop: AtomicBool::new(false),
             plain: join::Plain::new(n),
             cfg,
-            stacks: Mutex::new(Vec::new()),
             records: Mutex::new(Vec::new()),
             latencies: Mutex::new(Vec::new()),
+            stages: Mutex::new(Vec::new()),
             kernel: Mutex::new(Vec::new()),
             warnings: Mutex::new(Vec::new()),
             releaser: OnceLock::new(),
@@ -414,6 +472,8 @@ impl RtPool {
             counters: Default::default(),
             body: Body::Once(Mutex::new(Some(Box::new(f)))),
         });
+        // Released by this call, not by the releaser's timer: no timer stage.
+        meta.counters.woke.store(release, Relaxed);
         let it = st.sched.item(meta.deadline, Kind::Job, Unit::Job(meta));
         st.in_flight += 1;
         sh.ready(&mut st, it);
@@ -445,6 +505,7 @@ impl RtPool {
         let mut r = RtReport {
             jobs: std::mem::take(&mut *self.shared.records.lock()),
             preemption_latency: std::mem::take(&mut *self.shared.latencies.lock()),
+            preemption_stages: std::mem::take(&mut *self.shared.stages.lock()),
             workers: std::mem::take(&mut *self.shared.kernel.lock()),
             warnings: self.shared.warnings.lock().clone(),
             tasks: Vec::new(),

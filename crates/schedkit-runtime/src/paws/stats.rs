@@ -1,7 +1,7 @@
 //! Statistics of a real-time pool run: one record per job, totals per task, the workers' kernel
 //! counters, and the preemption latencies.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 /// Counters of one job, its threads included, updated by the workers while it runs.
 #[derive(Default, Debug)]
@@ -16,12 +16,122 @@ pub(crate) struct JobCounters {
     pub panicked: AtomicBool,
     /// The dispatcher handed this job to a core by preempting its running entry.
     pub preempting: AtomicBool,
+    /// Timestamps of the stages of a preempting job's dispatch (see [`PreemptionStages`]):
+    /// a few clock reads per release, none per preemption check.
+    pub woke: AtomicU64,
+    pub requested: AtomicU64,
+    pub target: AtomicU64,
+    pub requester_cpu: AtomicU64,
+    pub stopped: AtomicU64,
+    pub stop_how: AtomicU8,
+    pub picked: AtomicU64,
+    pub from_pending: AtomicBool,
+    pub fiber_how: AtomicU8,
+    /// CPU time of the target worker thread at the request and at the stop (0: not read).
+    pub target_cpu_requested: AtomicU64,
+    pub target_cpu_stopped: AtomicU64,
 }
 
 impl JobCounters {
     pub(crate) fn add(&self, c: &AtomicU64, n: u64) {
         c.fetch_add(n, Relaxed);
     }
+}
+
+/// How the core asked to preempt stopped the entry it was running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopHow {
+    /// At a preemption point (`checkpoint`, the NOP work's check).
+    Checkpoint,
+    /// Its entry ended first.
+    Finished,
+    /// Its job began to wait for its parallel region.
+    Waited,
+}
+
+/// The fiber a preempting job's first instruction ran on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FiberHow {
+    /// The fiber that finished the core's previous entry went on with it (no switch).
+    InPlace,
+    /// A free fiber of the worker (switch only).
+    Spare,
+    /// A new fiber on a stack from the pool's stack pool (coroutine set up, switch).
+    PooledStack,
+    /// A new fiber on a freshly mapped stack (mmap, guard page, first-touch page faults).
+    NewStack,
+}
+
+impl FiberHow {
+    pub(crate) fn from_u8(v: u8) -> FiberHow {
+        match v {
+            1 => FiberHow::Spare,
+            2 => FiberHow::PooledStack,
+            3 => FiberHow::NewStack,
+            _ => FiberHow::InPlace,
+        }
+    }
+}
+
+impl StopHow {
+    pub(crate) fn from_u8(v: u8) -> StopHow {
+        match v {
+            1 => StopHow::Finished,
+            2 => StopHow::Waited,
+            _ => StopHow::Checkpoint,
+        }
+    }
+}
+
+/// One preempting dispatch split into its stages (ns on the pool clock, in order):
+/// `release` (nominal) -> `woke` (the releaser thread returned from its sleep) -> `requested`
+/// (the dispatcher chose the core and set its preemption flag, state lock taken) -> `stopped`
+/// (the target core's running entry reached a preemption point, or ended or began to wait)
+/// -> `picked` (the target worker took the job under the state lock) -> `start` (the job's
+/// first instruction, on its fiber).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreemptionStages {
+    pub release: u64,
+    pub woke: u64,
+    pub requested: u64,
+    pub stopped: u64,
+    pub picked: u64,
+    pub start: u64,
+    /// The core that was asked to preempt.
+    pub target: usize,
+    /// The CPU of the thread that asked (the releaser, or a worker whose entry made the job
+    /// ready), when the kernel said.
+    pub requester_cpu: Option<usize>,
+    pub stop: StopHow,
+    pub fiber: FiberHow,
+    /// Picked from the core's pending slot (false: displaced from it by an earlier release
+    /// and later taken from the global queue).
+    pub from_pending: bool,
+    /// CPU time the target worker thread got during the reach stage (its thread CPU clock at
+    /// the request and at the stop): close to the stage's length when the target ran all
+    /// along, far below it when the kernel (or the hypervisor, where the guest accounts steal
+    /// time) ran something else on its CPU.
+    pub reach_cpu: Option<u64>,
+}
+
+impl PreemptionStages {
+    /// Release to first instruction (what [`RtReport::preemption_latency`] holds).
+    pub fn total(&self) -> u64 {
+        self.start.saturating_sub(self.release)
+    }
+    /// The stage durations in order: timer (release to the releaser awake), request (to the
+    /// preemption flag set), reach (to the target's preemption point), pick (to the job taken),
+    /// switch (to its first instruction).
+    pub fn stages(&self) -> [u64; 5] {
+        [
+            self.woke.saturating_sub(self.release),
+            self.requested.saturating_sub(self.woke),
+            self.stopped.saturating_sub(self.requested),
+            self.picked.saturating_sub(self.stopped),
+            self.start.saturating_sub(self.picked),
+        ]
+    }
+    pub const STAGE_NAMES: [&'static str; 5] = ["timer", "request", "reach", "pick", "switch"];
 }
 
 /// One finished job. Times are nanoseconds since the pool's epoch.
@@ -162,6 +272,8 @@ pub struct RtReport {
     /// Release to first instruction of each job that was dispatched by preempting another,
     /// in nanoseconds, in the order they happened.
     pub preemption_latency: Vec<u64>,
+    /// The same dispatches split into stages, in the same order.
+    pub preemption_stages: Vec<PreemptionStages>,
     /// What the system refused (pinning, SCHED_FIFO, perf counters).
     pub warnings: Vec<String>,
     /// Where the switches came from (see [`PoolCounters`]).

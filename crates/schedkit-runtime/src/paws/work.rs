@@ -1,13 +1,13 @@
 //! Synthetic work: a calibrated loop of NOP instructions (seed 001, section 5: "all the work
 //! performed is limited to a bunch of NOP instructions to avoid memory and cache interference"),
-//! with a preemption point every 20 us of work, so a job is never more than that away from
+//! with a preemption point every 10 us of work, so a job is never more than that away from
 //! noticing an earlier-deadline release.
 
 use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Preemption-check granularity of [`spin`] in nanoseconds of work.
-const CHUNK_NS: u64 = 20_000;
+const CHUNK_NS: u64 = 10_000;
 
 #[inline(never)]
 fn nops(n: u64) {
@@ -58,7 +58,7 @@ pub(crate) fn rate() -> f64 {
 }
 
 /// `ns` nanoseconds of NOP-loop work (calibrated once per process) with a preemption point
-/// ([`super::checkpoint`]) every 20 us: inside a pool fiber a suspension here keeps the
+/// ([`super::checkpoint`]) every 10 us: inside a pool fiber a suspension here keeps the
 /// remaining work for when the fiber resumes.
 pub fn spin(ns: u64) {
     let r = rate();

@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
+use parking_lot::Mutex;
 use schedkit_linux::affinity;
 use schedkit_linux::perf::{CounterKind, CounterSet, PerfSource, Reading, Target};
 use schedkit_linux::sched::{self, Policy};
 
 use super::job::{Job, Region};
 use super::queues::{Item, Kind, Origin};
-use super::stats::{PoolCountersAtomic, WorkerKernel};
+use super::stats::{FiberHow, PoolCountersAtomic, PreemptionStages, StopHow, WorkerKernel};
 use super::{Body, JobMeta, Shared};
 use crate::stack::{self, FiberStack};
 
@@ -137,7 +138,48 @@ pub(crate) fn checkpoint() {
     // SAFETY: as in `here`.
     let (sh, core) = unsafe { (&*(*c).shared, (*c).core) };
     if sh.workers[core].preempt.load(Acquire) {
+        note_stop(sh, core, StopHow::Checkpoint);
         suspend(Suspend::Preempt);
+    }
+}
+
+/// The running entry of `core` stops here (the reach stage of a preemption ends). The thread's
+/// CPU clock (a system call) is read only when a preemption is pending.
+fn note_stop(sh: &Shared, core: usize, how: StopHow) {
+    let w = &sh.workers[core];
+    w.stopped_at.store(sh.now(), Relaxed);
+    w.stop_how.store(how as u8, Relaxed);
+    let cpu = if w.preempt.load(Relaxed) {
+        schedkit_linux::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+    } else {
+        0
+    };
+    w.stopped_cpu.store(cpu, Relaxed);
+}
+
+/// `core` picked `it` (`pending`: the seq its pending slot held before the pick): for a
+/// preempting job, the pick stage ends, and the stop before it is the reach stage's end.
+fn note_pick(sh: &Shared, core: usize, it: &Item<Unit>, pending: Option<u64>) {
+    let Unit::Job(m) = &it.payload else {
+        return;
+    };
+    let k = &m.counters;
+    if !k.preempting.load(Relaxed) {
+        return;
+    }
+    let w = &sh.workers[core];
+    k.picked.store(sh.now(), Relaxed);
+    k.stopped.store(w.stopped_at.load(Relaxed), Relaxed);
+    k.stop_how.store(w.stop_how.load(Relaxed), Relaxed);
+    k.target_cpu_stopped
+        .store(w.stopped_cpu.load(Relaxed), Relaxed);
+    k.from_pending.store(pending == Some(it.seq), Relaxed);
+}
+
+/// How a preempting job got its fiber (the switch stage's cost depends on it).
+fn note_fiber(it: &Item<Unit>, how: FiberHow) {
+    if let Unit::Job(m) = &it.payload {
+        m.counters.fiber_how.store(how as u8, Relaxed);
     }
 }
 
@@ -216,16 +258,67 @@ pub(crate) fn run_inline(region: &Region) -> bool {
     }
 }
 
-fn new_stack(sh: &Shared) -> FiberStack {
-    sh.stacks.lock().pop().unwrap_or_else(|| {
-        FiberStack::new(sh.cfg.stack_size, 16 * 1024)
-            .expect("schedkit paws: cannot map a fiber stack")
-    })
+/// Fiber stacks kept from pools that stopped, for the next pools of the process. A freshly
+/// mapped stack costs its first touches: page faults, and in a virtual machine whose guest
+/// memory the host backs lazily, host faults too; measured here, a preempting job that started
+/// on a new stack took 40-90 us from its pick to its first instruction, one on a used stack a
+/// few us (`examples/paws_stages.rs`, `docs/paws.md`). Kept resident (never returned to the
+/// kernel) up to [`WARM_CAP`] stacks.
+static WARM: Mutex<Vec<FiberStack>> = Mutex::new(Vec::new());
+const WARM_CAP: usize = 256;
+
+/// Free fibers each worker makes before the pool starts, on stacks touched end to end, so that
+/// the first preemptions of a pool (which need a fiber for the preempting job while the
+/// preempted one keeps its own) do not pay for mapping and faulting a stack. Beyond these a
+/// worker maps more on demand and keeps them.
+const RESERVE: usize = 8;
+
+/// A stack of the configured size from [`WARM`], else a freshly mapped one (`true`).
+fn new_stack(sh: &Shared) -> (FiberStack, bool) {
+    let want = sh.cfg.stack_size;
+    let mut warm = WARM.lock();
+    // `FiberStack::new` rounds the size up to pages (and to 16 KiB at least): a stack of this
+    // pool's size is one at least `want` and less than a page more.
+    if let Some(i) = warm
+        .iter()
+        .rposition(|s| s.size() >= want.max(16 * 1024) && s.size() < want.max(16 * 1024) + 4096)
+    {
+        return (warm.swap_remove(i), false);
+    }
+    drop(warm);
+    (
+        FiberStack::new(want, 16 * 1024).expect("schedkit paws: cannot map a fiber stack"),
+        true,
+    )
 }
 
-/// A new fiber, free to carry work (see [`Fib`]).
-fn carrier(sh: &Shared) -> Box<Fib> {
-    let stack = new_stack(sh);
+/// Writes every page of the usable part of an unused stack, so that running on it later
+/// faults nothing in.
+fn touch(stack: &FiberStack) {
+    use corosensei::stack::Stack;
+    let lo = stack.guard_range().1;
+    let hi = stack.base().get();
+    for a in (lo..hi).step_by(4096) {
+        // SAFETY: `[guard end, base)` is the stack's readable and writable part, and nothing
+        // runs on this stack yet.
+        unsafe { std::ptr::write_volatile(a as *mut u8, 0) };
+    }
+}
+
+/// A free fiber for `RESERVE`: a warm stack, touched end to end.
+fn reserve_carrier(sh: &Shared) -> Box<Fib> {
+    let (stack, _) = new_stack(sh);
+    touch(&stack);
+    carrier_on(sh, stack)
+}
+
+/// A new fiber, free to carry work (see [`Fib`]); `true` when its stack was freshly mapped.
+fn carrier(sh: &Shared) -> (Box<Fib>, bool) {
+    let (stack, fresh) = new_stack(sh);
+    (carrier_on(sh, stack), fresh)
+}
+
+fn carrier_on(sh: &Shared, stack: FiberStack) -> Box<Fib> {
     let (guard, size) = (stack.guard_range(), stack.size());
     let shp = sh as *const Shared as usize;
     let co = Co::with_stack(stack, move |y: &Yielder<(), Suspend>, ()| {
@@ -306,8 +399,30 @@ fn run_entry(sh: &Shared, (item, origin): (Item<Unit>, Origin)) {
             let now = sh.now();
             m.counters.start.store(now, Relaxed);
             m.counters.started.store(true, Relaxed);
-            if m.counters.preempting.load(Relaxed) {
+            let k = &m.counters;
+            if k.preempting.load(Relaxed) {
                 sh.latencies.lock().push(now.saturating_sub(m.release));
+                let cpu = k.requester_cpu.load(Relaxed);
+                sh.stages.lock().push(PreemptionStages {
+                    release: m.release,
+                    woke: k.woke.load(Relaxed),
+                    requested: k.requested.load(Relaxed),
+                    stopped: k.stopped.load(Relaxed),
+                    picked: k.picked.load(Relaxed),
+                    start: now,
+                    target: k.target.load(Relaxed) as usize,
+                    requester_cpu: (cpu > 0).then(|| cpu as usize - 1),
+                    stop: StopHow::from_u8(k.stop_how.load(Relaxed)),
+                    fiber: FiberHow::from_u8(k.fiber_how.load(Relaxed)),
+                    from_pending: k.from_pending.load(Relaxed),
+                    reach_cpu: match (
+                        k.target_cpu_requested.load(Relaxed),
+                        k.target_cpu_stopped.load(Relaxed),
+                    ) {
+                        (a, b) if a > 0 && b >= a => Some(b - a),
+                        _ => None,
+                    },
+                });
             }
             let job = Job::new(m.clone());
             let r = std::panic::catch_unwind(AssertUnwindSafe(|| match &m.body {
@@ -352,6 +467,7 @@ fn after_entry(sh: &Shared) -> Option<(Item<Unit>, Origin)> {
     let core = my_core();
     let fib = me();
     let e = fib.entry.borrow_mut().take().expect("a running entry");
+    note_stop(sh, core, StopHow::Finished);
     let mut st = sh.state.lock();
     st.sched.stopped(core);
     if e.hdr.kind == Kind::Job {
@@ -368,10 +484,13 @@ fn after_entry(sh: &Shared) -> Option<(Item<Unit>, Origin)> {
     let mut woke = false;
     loop {
         sh.workers[core].kick.store(false, Relaxed);
+        let pending = st.sched.pending(core);
         match st.sched.pick(core) {
             Some((it, o)) => {
                 sh.workers[core].preempt.store(false, Release);
+                note_pick(sh, core, &it, pending);
                 if !matches!(it.payload, Unit::Fiber(_)) {
+                    note_fiber(&it, FiberHow::InPlace);
                     PoolCountersAtomic::bump(&sh.counters.started_in_place);
                     return Some((it, o));
                 }
@@ -523,20 +642,26 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
     setup(&sh, &format!("worker {core}"), cpu, sh.cfg.fifo_priority);
     let mut counters = open_counters(&sh);
     let _plain = super::join::enter(&sh, core);
+    // Fibers free to carry new work (see `Fib`), a few made now (`RESERVE`).
+    let mut spare: Vec<Box<Fib>> = (0..RESERVE).map(|_| reserve_carrier(&sh)).collect();
     let _ = sh.workers[core].thread.set(std::thread::current());
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: the calling thread's id and a valid out-pointer.
+    if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
+        let _ = sh.workers[core].cpu_clock.set(clock);
+    }
     let _ = ready.send(());
     drop(ready);
     let mut st = sh.state.lock();
     // Set after a park: a wake-up that finds nothing to run is counted.
     let mut woke = false;
-    // Fibers free to carry new work (see `Fib`).
-    let mut spare: Vec<Box<Fib>> = Vec::new();
     // The last entry was put back or left threads behind: after the next pick, wake an idle
     // core for what is left (`Sched::wake_for_queued`).
     let mut left = false;
     loop {
         // Whatever woke us is being looked at now.
         sh.workers[core].kick.store(false, Relaxed);
+        let pending = st.sched.pending(core);
         let Some((item, origin)) = st.sched.pick(core) else {
             if sh.stop.load(SeqCst) && st.in_flight == 0 {
                 break;
@@ -558,6 +683,7 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
         };
         woke = false;
         sh.workers[core].preempt.store(false, Release);
+        note_pick(&sh, core, &item, pending);
         if left {
             left = false;
             let n = st.sched.wake_for_queued();
@@ -572,7 +698,22 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
                 f
             }
             _ => {
-                let f = spare.pop().unwrap_or_else(|| carrier(&sh));
+                let f = match spare.pop() {
+                    Some(f) => {
+                        note_fiber(&item, FiberHow::Spare);
+                        f
+                    }
+                    None => {
+                        let (f, fresh) = carrier(&sh);
+                        let how = if fresh {
+                            FiberHow::NewStack
+                        } else {
+                            FiberHow::PooledStack
+                        };
+                        note_fiber(&item, how);
+                        f
+                    }
+                };
                 *f.assign.borrow_mut() = Some((item, origin));
                 f
             }
@@ -608,6 +749,7 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
                     break g;
                 }
                 CoroutineResult::Yield(Suspend::Wait(region)) => {
+                    note_stop(&sh, core, StopHow::Waited);
                     let item = filed(fib);
                     let mut g = sh.state.lock();
                     // SAFETY: the region is in the frame of the waiting fiber, which is
@@ -635,7 +777,10 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
         // SAFETY: a free fiber holds nothing owned across its suspension (see `carrier`).
         let mut co = f.co.take().unwrap();
         unsafe { co.force_reset() };
-        sh.stacks.lock().push(co.into_stack());
+        let mut warm = WARM.lock();
+        if warm.len() < WARM_CAP {
+            warm.push(co.into_stack());
+        }
     }
     let k = read_kernel(&sh, &format!("worker {core}"), cpu, counters.as_mut());
     sh.kernel.lock().push(k);
@@ -716,6 +861,8 @@ pub(crate) fn releaser(sh: Arc<Shared>, ready: Sender<()>) {
     let _ = ready.send(());
     drop(ready);
     loop {
+        // The end of the timer stage of this wake-up's releases.
+        let woke = sh.now();
         let mut st = sh.state.lock();
         if !st.releasing {
             drop(st);
@@ -749,6 +896,7 @@ pub(crate) fn releaser(sh: Arc<Shared>, ready: Sender<()>) {
                 counters: Default::default(),
                 body: Body::Task(spec),
             });
+            meta.counters.woke.store(woke, Relaxed);
             let it = st.sched.item(deadline, Kind::Job, Unit::Job(meta));
             st.in_flight += 1;
             let t = &mut st.tasks[ti];
@@ -761,11 +909,21 @@ pub(crate) fn releaser(sh: Arc<Shared>, ready: Sender<()>) {
         }
         drop(st);
         // Every sleep is a kernel context switch of this thread: sleep until the next release
-        // exactly (a new task and `stop` unpark it), never in shorter slices.
+        // (a new task and `stop` unpark it), never in shorter slices. The timer is set
+        // `release_spin` early and the rest is spun, so that the timer's own lateness (tens
+        // of us in a virtual machine) does not delay the release; a late timer spins nothing.
         if next == u64::MAX {
             std::thread::park();
         } else {
-            std::thread::park_timeout(Duration::from_nanos(next.saturating_sub(sh.now())));
+            let spin = sh.cfg.release_spin.as_nanos() as u64;
+            let left = next.saturating_sub(sh.now());
+            if left > spin {
+                std::thread::park_timeout(Duration::from_nanos(left - spin));
+            } else {
+                while sh.now() < next {
+                    std::hint::spin_loop();
+                }
+            }
         }
     }
 }
