@@ -257,3 +257,35 @@ fn spawn_on_keeps_a_fiber_on_its_scheduler_thread() {
         );
     }
 }
+
+/// `Handle::stats().idle_ns` counts the time the STs have nothing to run, including an idle
+/// stretch still going on at the snapshot, and not the time a fiber computes.
+#[test]
+fn idle_time_counts_idle_stretches_not_work() {
+    for arch in [Arch::A1, Arch::A2] {
+        let mut c = Config::new(arch);
+        c.workers = 1;
+        let rt = Runtime::new(c).unwrap();
+        let h = rt.handle().clone();
+        let t0 = rt.handle().stats().idle_ns;
+        std::thread::sleep(Duration::from_millis(30));
+        // The ST has been idle (spinning, then parked) the whole time, and is still idle now.
+        let idle = h.stats().idle_ns - t0;
+        assert!(idle >= 25_000_000, "{arch}: {idle} ns idle in 30 ms");
+        // A fiber that computes for 40 ms: the ST is busy, its idle time barely moves.
+        let before = h.stats().idle_ns;
+        rt.spawn(|| {
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_millis(40) {
+                std::hint::spin_loop();
+            }
+        })
+        .join()
+        .unwrap();
+        let during = h.stats().idle_ns - before;
+        assert!(
+            during < 20_000_000,
+            "{arch}: {during} ns idle while a fiber ran 40 ms"
+        );
+    }
+}
