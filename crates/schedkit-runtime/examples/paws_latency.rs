@@ -10,6 +10,7 @@
 //! cargo run --release -p schedkit-runtime --example paws_latency -- [SECONDS] [--no-fifo]
 //! ```
 //! Prints the count, p50, p99 and maximum latency in microseconds, and the short task's misses.
+//! `PAWS_SPIN_US`: the releaser's spin before each release (`RtConfig::release_spin`).
 
 use schedkit_runtime::paws::{self, percentile, Mode, RtConfig, RtPool};
 use std::time::Duration;
@@ -20,6 +21,10 @@ fn main() {
     let mut cfg = RtConfig::new(Mode::Paws);
     if args.iter().any(|a| a == "--no-fifo") {
         cfg.fifo_priority = None;
+    }
+    // `PAWS_SPIN_US`: the releaser's spin before each release (`RtConfig::release_spin`).
+    if let Some(us) = std::env::var("PAWS_SPIN_US").ok().and_then(|v| v.parse().ok()) {
+        cfg.release_spin = Duration::from_micros(us);
     }
     let workers = cfg.workers;
     let mut pool = RtPool::new(cfg).expect("pool");

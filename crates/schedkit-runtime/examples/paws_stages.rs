@@ -13,7 +13,9 @@
 //! job's first instruction on its fiber). Per window: p50 / p99 / max of each stage and of the
 //! total, how the targets stopped, which fibers the jobs started on, and the five slowest
 //! dispatches stage by stage. `PAWS_SCALED` set: the windows scaled by m; `PAWS_SPIN_US`: the
-//! releaser's spin before a release (`RtConfig::release_spin`). Needs root for SCHED_FIFO.
+//! releaser's spin before a release (`RtConfig::release_spin`); `PAWS_NO_CPU_CLOCK`: without
+//! the target's CPU time in the reach stage (`RtConfig::stage_cpu_clock`, which adds about
+//! 3 us to the pick stage). Needs root for SCHED_FIFO.
 
 use std::time::Duration;
 
@@ -142,6 +144,9 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .map(Duration::from_micros);
+    // `PAWS_NO_CPU_CLOCK`: do not read the target's CPU clock (it adds about 3 us to the
+    // pick stage).
+    let cpu_clock = std::env::var_os("PAWS_NO_CPU_CLOCK").is_none();
     let mut everything = Vec::new();
     for w in wins {
         let (lo, hi) = (WINDOWS[w].0 * k, WINDOWS[w].1 * k);
@@ -157,6 +162,7 @@ fn main() {
                 &HarnessOpts {
                     seed,
                     release_spin: spin.unwrap_or(HarnessOpts::default().release_spin),
+                    stage_cpu_clock: cpu_clock,
                     ..HarnessOpts::default()
                 },
             )

@@ -33,6 +33,8 @@ pub struct HarnessOpts {
     pub start_delay: Duration,
     /// See [`RtConfig::release_spin`].
     pub release_spin: Duration,
+    /// See [`RtConfig::stage_cpu_clock`] (default false).
+    pub stage_cpu_clock: bool,
 }
 
 impl Default for HarnessOpts {
@@ -45,6 +47,7 @@ impl Default for HarnessOpts {
             seed: 1,
             start_delay: Duration::from_millis(5),
             release_spin: super::RELEASE_SPIN,
+            stage_cpu_clock: false,
         }
     }
 }
@@ -95,6 +98,7 @@ pub fn run_taskset(
     cfg.perf = opts.perf;
     cfg.seed = opts.seed;
     cfg.release_spin = opts.release_spin;
+    cfg.stage_cpu_clock = opts.stage_cpu_clock;
     let mut pool = RtPool::new(cfg)?;
     let start = pool.now() + opts.start_delay;
     for t in tasks {

@@ -93,6 +93,10 @@ pub struct RtConfig {
     /// preemption's latency; spinning costs at most this much CPU per release time (one
     /// release time every few ms for the experiment's task sets).
     pub release_spin: Duration,
+    /// Read the target worker's thread CPU clock at each preemption's request and stop
+    /// (`PreemptionStages::reach_cpu`): two system calls per preemption, about 3 us added to
+    /// its pick stage here, so off by default (a diagnostic).
+    pub stage_cpu_clock: bool,
 }
 
 impl RtConfig {
@@ -110,6 +114,7 @@ impl RtConfig {
             seed: 0x9e37_79b9_7f4a_7c15,
             perf: true,
             release_spin: RELEASE_SPIN,
+            stage_cpu_clock: false,
         }
     }
 
@@ -265,7 +270,11 @@ impl Shared {
         }
         k.requested.store(self.now(), Relaxed);
         k.target.store(c as u64, Relaxed);
-        if let Some(&clock) = self.workers[c].cpu_clock.get() {
+        if let Some(&clock) = self.workers[c]
+            .cpu_clock
+            .get()
+            .filter(|_| self.cfg.stage_cpu_clock)
+        {
             k.target_cpu_requested
                 .store(schedkit_linux::clock_ns(clock), Relaxed);
         }

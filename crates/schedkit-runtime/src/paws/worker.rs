@@ -144,12 +144,13 @@ pub(crate) fn checkpoint() {
 }
 
 /// The running entry of `core` stops here (the reach stage of a preemption ends). The thread's
-/// CPU clock (a system call) is read only when a preemption is pending.
+/// CPU clock (a system call) is read only when a preemption is pending and
+/// `RtConfig::stage_cpu_clock` asks for it.
 fn note_stop(sh: &Shared, core: usize, how: StopHow) {
     let w = &sh.workers[core];
     w.stopped_at.store(sh.now(), Relaxed);
     w.stop_how.store(how as u8, Relaxed);
-    let cpu = if w.preempt.load(Relaxed) {
+    let cpu = if sh.cfg.stage_cpu_clock && w.preempt.load(Relaxed) {
         schedkit_linux::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
     } else {
         0
