@@ -23,7 +23,10 @@ fn main() {
         cfg.fifo_priority = None;
     }
     // `PAWS_SPIN_US`: the releaser's spin before each release (`RtConfig::release_spin`).
-    if let Some(us) = std::env::var("PAWS_SPIN_US").ok().and_then(|v| v.parse().ok()) {
+    if let Some(us) = std::env::var("PAWS_SPIN_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
         cfg.release_spin = Duration::from_micros(us);
     }
     let workers = cfg.workers;

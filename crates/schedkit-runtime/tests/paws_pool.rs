@@ -94,7 +94,10 @@ fn an_earlier_deadline_preempts_the_latest_running_job_on_one_core() {
         "{s:?}"
     );
     assert_eq!(s.stages().iter().sum::<u64>(), r.preemption_latency[0]);
-    assert_eq!((s.target, s.stop, s.from_pending), (0, StopHow::Checkpoint, true));
+    assert_eq!(
+        (s.target, s.stop, s.from_pending),
+        (0, StopHow::Checkpoint, true)
+    );
     // The preempting job needs a fiber while the preempted one keeps its own: one of the
     // worker's reserve, made before the pool started, not a stack mapped on the spot.
     assert_eq!(s.fiber, FiberHow::Spare, "{s:?}");
