@@ -10,7 +10,8 @@
 //! cargo run --release -p schedkit-runtime --example paws_latency -- [SECONDS] [--no-fifo]
 //! ```
 //! Prints the count, p50, p99 and maximum latency in microseconds, and the short task's misses.
-//! `PAWS_SPIN_US`: the releaser's spin before each release (`RtConfig::release_spin`).
+//! `PAWS_SPIN_US`: the releaser's spin before each release (`RtConfig::release_spin`);
+//! `PAWS_STAGES`: the five slowest dispatches stage by stage and the worst short job.
 
 use schedkit_runtime::paws::{self, percentile, Mode, RtConfig, RtPool};
 use std::time::Duration;
@@ -29,6 +30,10 @@ fn main() {
     {
         cfg.release_spin = Duration::from_micros(us);
     }
+    // `PAWS_STAGES`: print the five slowest dispatches stage by stage, with the target
+    // thread's CPU time in the reach stage (`RtConfig::stage_cpu_clock`).
+    let stages = std::env::var_os("PAWS_STAGES").is_some();
+    cfg.stage_cpu_clock = stages;
     let workers = cfg.workers;
     let mut pool = RtPool::new(cfg).expect("pool");
     let start = pool.now() + Duration::from_millis(5);
@@ -66,6 +71,33 @@ fn main() {
         us(lat.iter().copied().max()),
         format!("{}/{}", short.misses, short.jobs)
     );
+    if stages {
+        let mut v: Vec<_> = r.preemption_stages.iter().collect();
+        v.sort_by_key(|s| std::cmp::Reverse(s.total()));
+        for s in v.iter().take(5) {
+            let [timer, request, reach, pick, switch] = s.stages().map(|x| x as f64 / 1e3);
+            println!(
+                "slow: {:.1} us = timer {timer:.1} + request {request:.1} + reach {reach:.1} + \
+                 pick {pick:.1} + switch {switch:.1}; target {}, {:?}, {:?}, target's CPU time \
+                 in reach {:?} ns",
+                s.total() as f64 / 1e3,
+                s.target,
+                s.stop,
+                s.fiber,
+                s.reach_cpu
+            );
+        }
+        let late = r.jobs.iter().filter(|j| j.task == 1 && j.missed()).count();
+        if late > 0 {
+            let worst = r
+                .jobs
+                .iter()
+                .filter(|j| j.task == 1)
+                .max_by_key(|j| j.response())
+                .unwrap();
+            println!("short task: {late} late; worst: {worst:?}");
+        }
+    }
     for w in &r.warnings {
         eprintln!("warning: {w}");
     }
