@@ -341,15 +341,18 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
         indicatif::ProgressBar::hidden()
     };
     let mut samples: Vec<Sample> = Vec::new();
-    for &load in &a.loads {
-        let _hogs = match load {
-            Load::None => None,
-            Load::Cpu => Some(start_hogs(ncpu, 64 << 10)?),
-            Load::Mem => Some(start_hogs(ncpu, mem_size)?),
-        };
-        for &t in &threads {
-            // D and C interleaved, so drift in the machine's state hits both alike.
-            for _ in 0..repeat {
+    // Repeat-major: every repeat runs every load, and D and C back to back within it, so a
+    // drift of the machine's speed over the experiment (a shared host: several per cent
+    // within minutes here) hits every cell alike instead of one load block. Hogs start
+    // afresh for each load of each repeat.
+    for _ in 0..repeat {
+        for &load in &a.loads {
+            let _hogs = match load {
+                Load::None => None,
+                Load::Cpu => Some(start_hogs(ncpu, 64 << 10)?),
+                Load::Mem => Some(start_hogs(ncpu, mem_size)?),
+            };
+            for &t in &threads {
                 for exclusive in [false, true] {
                     bar.set_message(format!(
                         "{} {}{}T",
