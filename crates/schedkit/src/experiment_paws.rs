@@ -33,6 +33,7 @@ use schedkit_core::report::Metrics;
 use schedkit_core::scenario::{PolicyName, Task};
 use schedkit_core::trace::{Event, Tee, TraceSink};
 use schedkit_core::Nanos;
+use schedkit_runtime::paws::PreemptionStages;
 use serde_json::json;
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -119,6 +120,7 @@ struct Outcome {
     steals: Option<u64>,
     responses: Vec<u64>,
     preemption_latency: Vec<u64>,
+    preemption_stages: Vec<[u64; 5]>,
     /// Why the policy could not run the set (P-EDF: no partition).
     rejected: Option<String>,
 }
@@ -203,6 +205,7 @@ fn real_outcome(tasks: &[Task], policy: PolicyName, o: &RealOptions) -> Result<O
         steals: r.steals,
         responses: r.jobs.iter().map(|j| j.response()).collect(),
         preemption_latency: r.preemption_latency,
+        preemption_stages: r.preemption_stages,
         rejected: None,
     })
 }
@@ -254,6 +257,7 @@ struct Cell {
     steals: Vec<u64>,
     responses: Vec<u64>,
     latency: Vec<u64>,
+    stages: Vec<[u64; 5]>,
 }
 
 fn mean(v: &[u64]) -> f64 {
@@ -283,6 +287,7 @@ impl Cell {
         }
         self.responses.extend(&o.responses);
         self.latency.extend(&o.preemption_latency);
+        self.stages.extend(&o.preemption_stages);
     }
     fn table1(&self) -> String {
         if self.sets == 0 {
@@ -307,8 +312,27 @@ impl Cell {
             "response_max_ns": q(100.0),
             "preemption_latency_p50_ns": percentile(&self.latency, 50.0),
             "preemption_latency_p99_ns": percentile(&self.latency, 99.0),
+            "preemption_stages_ns": stage_percentiles(&self.stages)
+                .into_iter()
+                .map(|(name, p50, p99)| (name.to_string(), json!({ "p50": p50, "p99": p99 })))
+                .collect::<serde_json::Map<_, _>>(),
         })
     }
+}
+
+/// p50 and p99 of each preemption stage (name, p50 ns, p99 ns); empty without preemptions.
+fn stage_percentiles(stages: &[[u64; 5]]) -> Vec<(&'static str, Option<u64>, Option<u64>)> {
+    if stages.is_empty() {
+        return Vec::new();
+    }
+    PreemptionStages::STAGE_NAMES
+        .iter()
+        .enumerate()
+        .map(|(k, name)| {
+            let v: Vec<u64> = stages.iter().map(|s| s[k]).collect();
+            (*name, percentile(&v, 50.0), percentile(&v, 99.0))
+        })
+        .collect()
 }
 
 pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
@@ -629,6 +653,18 @@ pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
                     p99 as f64 / 1e3,
                     lat.len()
                 );
+                let stages: Vec<[u64; 5]> =
+                    cells.iter().flat_map(|w| w[c].stages.clone()).collect();
+                let by_stage: Vec<String> = stage_percentiles(&stages)
+                    .into_iter()
+                    .map(|(name, p50, p99)| {
+                        let us = |x: Option<u64>| x.map_or(0.0, |x| x as f64 / 1e3);
+                        format!("{name} {:.1} / {:.1}", us(p50), us(p99))
+                    })
+                    .collect();
+                if !by_stage.is_empty() {
+                    println!("  by stage, p50 / p99 us: {}", by_stage.join(", "));
+                }
             }
         }
         for f in &files {
@@ -637,4 +673,27 @@ pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
         println!("json: {}", jpath.display());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_percentiles_name_every_stage_and_take_each_column() {
+        assert!(stage_percentiles(&[]).is_empty());
+        // Stage k of preemption i is (k + 1) * (i + 1) us.
+        let stages: Vec<[u64; 5]> = (1..=100u64)
+            .map(|i| std::array::from_fn(|k| (k as u64 + 1) * i * 1000))
+            .collect();
+        let got = stage_percentiles(&stages);
+        let names: Vec<&str> = got.iter().map(|(n, _, _)| *n).collect();
+        assert_eq!(names, ["timer", "request", "reach", "pick", "switch"]);
+        for (k, (_, p50, p99)) in got.into_iter().enumerate() {
+            let col: Vec<u64> = stages.iter().map(|s| s[k]).collect();
+            assert_eq!(p50, percentile(&col, 50.0));
+            assert_eq!(p99, percentile(&col, 99.0));
+            assert!(p50.unwrap() < p99.unwrap());
+        }
+    }
 }

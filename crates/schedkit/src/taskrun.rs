@@ -76,6 +76,9 @@ pub struct RealRun {
     pub preemptions: Option<u64>,
     /// Release to first instruction of each preempting job (pool only), ns.
     pub preemption_latency: Vec<u64>,
+    /// The same preemptions split into stages (timer, request, reach, pick, switch; see
+    /// `paws::PreemptionStages`), ns.
+    pub preemption_stages: Vec<[u64; 5]>,
     pub warnings: Vec<String>,
 }
 
@@ -146,6 +149,7 @@ pub fn run_real(tasks: &[Task], policy: PolicyName, o: &RealOptions) -> Result<R
         steals: Some(h.steals),
         preemptions: Some(h.preemptions),
         preemption_latency: r.preemption_latency.clone(),
+        preemption_stages: r.preemption_stages.iter().map(|s| s.stages()).collect(),
         warnings: r.warnings.clone(),
         ..RealRun::default()
     };
