@@ -240,31 +240,28 @@ impl Shared {
     /// A job (released, or done waiting) becomes ready.
     pub(crate) fn ready(&self, st: &mut State, it: Item<Unit>) {
         let job = match &it.payload {
-            Unit::Job(m) => Arc::as_ptr(m),
-            _ => std::ptr::null(),
+            Unit::Job(m) => Some(m.clone()),
+            _ => None,
         };
         let n = st.sched.ready(it);
         self.apply(st, n);
-        if !job.is_null() {
-            self.mark_preempting(st, job);
+        if let Some(m) = job {
+            self.mark_preempting(st, &m);
         }
     }
 
     /// If the job `m` was handed to a core whose running entry is asked to stop (now, or by an
     /// earlier release whose job it displaced from the pending slot), it is a preempting job:
     /// its latency is recorded when it starts, and the request's time is its second stage.
-    fn mark_preempting(&self, st: &State, m: *const JobMeta) {
-        let Some((c, p)) =
-            (0..self.workers.len()).find_map(|c| match st.sched.pending_payload(c) {
-                Some(Unit::Job(p)) if Arc::as_ptr(p) == m && st.sched.preempt_requested(c) => {
-                    Some((c, p))
-                }
-                _ => None,
-            })
-        else {
+    fn mark_preempting(&self, st: &State, m: &Arc<JobMeta>) {
+        let handed = (0..self.workers.len()).find(|&c| {
+            matches!(st.sched.pending_payload(c), Some(Unit::Job(p)) if Arc::ptr_eq(p, m))
+                && st.sched.preempt_requested(c)
+        });
+        let Some(c) = handed else {
             return;
         };
-        let k = &p.counters;
+        let k = &m.counters;
         if k.preempting.swap(true, Relaxed) {
             return;
         }

@@ -274,23 +274,23 @@ const WARM_CAP: usize = 256;
 /// worker maps more on demand and keeps them.
 const RESERVE: usize = 8;
 
-/// A stack of the configured size from [`WARM`], else a freshly mapped one (`true`).
-fn new_stack(sh: &Shared) -> (FiberStack, bool) {
-    let want = sh.cfg.stack_size;
-    let mut warm = WARM.lock();
+/// A stack of the configured size from [`WARM`] (`PooledStack`), else a freshly mapped one
+/// (`NewStack`).
+fn new_stack(sh: &Shared) -> (FiberStack, FiberHow) {
     // `FiberStack::new` rounds the size up to pages (and to 16 KiB at least): a stack of this
-    // pool's size is one at least `want` and less than a page more.
+    // pool's size is one at least `min` and less than a page more.
+    let min = sh.cfg.stack_size.max(16 * 1024);
+    let mut warm = WARM.lock();
     if let Some(i) = warm
         .iter()
-        .rposition(|s| s.size() >= want.max(16 * 1024) && s.size() < want.max(16 * 1024) + 4096)
+        .rposition(|s| (min..min + 4096).contains(&s.size()))
     {
-        return (warm.swap_remove(i), false);
+        return (warm.swap_remove(i), FiberHow::PooledStack);
     }
     drop(warm);
-    (
-        FiberStack::new(want, 16 * 1024).expect("schedkit paws: cannot map a fiber stack"),
-        true,
-    )
+    let stack = FiberStack::new(sh.cfg.stack_size, 16 * 1024)
+        .expect("schedkit paws: cannot map a fiber stack");
+    (stack, FiberHow::NewStack)
 }
 
 /// Writes every page of the usable part of an unused stack, so that running on it later
@@ -313,10 +313,10 @@ fn reserve_carrier(sh: &Shared) -> Box<Fib> {
     carrier_on(sh, stack)
 }
 
-/// A new fiber, free to carry work (see [`Fib`]); `true` when its stack was freshly mapped.
-fn carrier(sh: &Shared) -> (Box<Fib>, bool) {
-    let (stack, fresh) = new_stack(sh);
-    (carrier_on(sh, stack), fresh)
+/// A new fiber, free to carry work (see [`Fib`]), and where its stack came from.
+fn carrier(sh: &Shared) -> (Box<Fib>, FiberHow) {
+    let (stack, how) = new_stack(sh);
+    (carrier_on(sh, stack), how)
 }
 
 fn carrier_on(sh: &Shared, stack: FiberStack) -> Box<Fib> {
@@ -705,12 +705,7 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
                         f
                     }
                     None => {
-                        let (f, fresh) = carrier(&sh);
-                        let how = if fresh {
-                            FiberHow::NewStack
-                        } else {
-                            FiberHow::PooledStack
-                        };
+                        let (f, how) = carrier(&sh);
                         note_fiber(&item, how);
                         f
                     }
