@@ -109,6 +109,9 @@ pub struct TaskSetRun {
     pub window_ns: u64,
     /// When the last job finished (ns from origin).
     pub end_ns: u64,
+    /// The origin in ns of `CLOCK_MONOTONIC` (to place other measurements, such as a
+    /// [`crate::stall::StallWitness`]'s stalls, on the run's clock).
+    pub origin_ns: u64,
     pub jobs: Vec<JobRecord>,
     pub tasks: Vec<TaskTotals>,
     /// The budget margin used ([`fit_margin`] may lower the requested one).
@@ -422,13 +425,12 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
     } else {
         Vec::new()
     };
-    origin.store(
-        monotonic_ns() + opts.start_delay.as_nanos() as u64,
-        Ordering::SeqCst,
-    );
+    let origin_ns = monotonic_ns() + opts.start_delay.as_nanos() as u64;
+    origin.store(origin_ns, Ordering::SeqCst);
     latch.open(failure.is_none());
     let mut out = TaskSetRun {
         cores,
+        origin_ns,
         runtime_margin: opts.runtime_margin,
         window_ns: window,
         tasks: vec![TaskTotals::default(); tasks.len()],
@@ -525,6 +527,7 @@ pub fn bandwidth(tasks: &[Task], opts: &DeadlineOptions) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stall::{explains_miss, Stall, StallWitness};
     use schedkit_core::Nanos;
 
     fn task(name: &str, period_ms: u64, regions: Vec<Region>) -> Task {
@@ -629,10 +632,39 @@ mod tests {
             duration: Duration::from_millis(400),
             ..DeadlineOptions::default()
         };
-        let r = run_taskset(&tasks, &opts).unwrap();
+        // A miss during which the whole machine stalled (a virtual machine held by its host)
+        // is not the kernel's: such a run is repeated, at most three times. The witness runs
+        // SCHED_FIFO, below the deadline threads, which can hold it off for about one budget
+        // (2.4 ms) on each CPU: only stalls of more than 5 ms count.
+        let mut attempt = 0;
+        let r = loop {
+            attempt += 1;
+            let witness =
+                StallWitness::start(Duration::from_millis(1), Duration::from_millis(5), Some(99))
+                    .unwrap();
+            let r = run_taskset(&tasks, &opts).unwrap();
+            let stalls: Vec<Stall> = witness
+                .stop()
+                .iter()
+                .map(|s| s.shifted(r.origin_ns))
+                .collect();
+            let missed: Vec<&JobRecord> = r.jobs.iter().filter(|j| j.missed()).collect();
+            let unexplained: Vec<&&JobRecord> = missed
+                .iter()
+                .filter(|j| !explains_miss(&stalls, j.release_ns, j.deadline_ns, j.finish_ns))
+                .collect();
+            assert!(unexplained.is_empty(), "{unexplained:?} {:?}", r.jobs);
+            if missed.is_empty() {
+                break r;
+            }
+            eprintln!(
+                "{} misses, all during machine stalls {stalls:?}; running again",
+                missed.len()
+            );
+            assert!(attempt < 3, "the machine stalled in three runs of three");
+        };
         let count = |t: usize| r.jobs.iter().filter(|j| j.task == t).count();
         assert_eq!((count(0), count(1)), (8, 20));
-        assert!(r.jobs.iter().all(|j| !j.missed()), "{:?}", r.jobs);
         assert!(r.jobs.iter().all(|j| j.start_ns >= j.release_ns));
         // Task a: 7 ms of CPU per job over 4 threads, 8 jobs.
         let cpu = r.tasks[0].cpu_ns as f64 / 1e6;

@@ -16,7 +16,9 @@
 //! - [`privilege`]: what this process may do (root, CAP_SYS_NICE, CAP_SYS_ADMIN);
 //! - [`engine`]: the real engine (built-in workloads, commands, sampling into the trace);
 //! - [`freezer`]: stop and resume a job at once (cgroup v2/v1 freezer, signals), gang scheduling's hook;
-//! - [`exclusive`]: seed 000's exclusive mode (system cores, moved threads and IRQs, pinning).
+//! - [`exclusive`]: seed 000's exclusive mode (system cores, moved threads and IRQs, pinning);
+//! - [`stall`]: a witness of machine stalls (a virtual machine held by its host), so that
+//!   real-time tests and reports can tell them from a scheduler's own lateness.
 //!
 //! Paths to sysfs and procfs go through [`Roots`], so tests can point the readers at a fake
 //! tree (the `SCX_SYSFS_PREFIX` idea of the scx tools).
@@ -35,6 +37,7 @@ pub mod privilege;
 pub mod procfs;
 pub mod sched;
 pub mod spawn;
+pub mod stall;
 pub mod topo;
 pub mod trim;
 pub mod workload;

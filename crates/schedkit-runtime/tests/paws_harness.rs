@@ -35,32 +35,45 @@ fn a_light_task_set_meets_every_deadline_in_every_mode() {
     ];
     // SCHED_FIFO (root, as in CI) so that other load on the machine cannot delay the workers
     // for whole periods; without it deadlines are reported but not asserted. (Another
-    // real-time process above priority 20 on the same CPUs still can.)
+    // real-time process above priority 20 on the same CPUs still can.) A stall witness runs
+    // beside the pool: a miss during which the whole machine stalled (a virtual machine held
+    // by its host, 5-25 ms at a time here, a few times a minute) is not the pool's, and the
+    // mode is run again, at most three times; a miss with no stall fails at once.
     let opts = HarnessOpts {
         workers: Some(2),
         fifo_priority: Some(20),
         perf: true,
+        stall_witness: true,
         ..HarnessOpts::default()
     };
     for mode in Mode::ALL {
-        let r = run_taskset(&tasks, mode, Duration::from_millis(150), &opts).unwrap();
+        let mut attempt = 0;
+        let r = loop {
+            attempt += 1;
+            let r = run_taskset(&tasks, mode, Duration::from_millis(150), &opts).unwrap();
+            let fifo = !r.report.warnings.iter().any(|w| w.contains("SCHED_FIFO"));
+            if !fifo {
+                eprintln!("not asserting deadlines: SCHED_FIFO refused (not root)");
+                break r;
+            }
+            let unexplained = r.unexplained_misses();
+            assert!(unexplained.is_empty(), "{mode:?}: {unexplained:?}");
+            if r.misses == 0 {
+                break r;
+            }
+            eprintln!(
+                "{mode:?}: {} misses, all during machine stalls {:?}; running again",
+                r.misses, r.stalls
+            );
+            assert!(
+                attempt < 3,
+                "{mode:?}: the machine stalled in three runs of three"
+            );
+        };
         // 150 ms: a releases 15 jobs (0, 10, ..., 140), b 10 (0, 15, ..., 135).
         assert_eq!(r.report.tasks[0].jobs, 15, "{mode:?}");
         assert_eq!(r.report.tasks[1].jobs, 10, "{mode:?}");
         assert_eq!(r.jobs, 25);
-        let fifo = !r.report.warnings.iter().any(|w| w.contains("SCHED_FIFO"));
-        if !fifo {
-            eprintln!("not asserting deadlines: SCHED_FIFO refused (not root)");
-        }
-        assert!(
-            !fifo || r.misses == 0,
-            "{mode:?}: {:?}",
-            r.report
-                .jobs
-                .iter()
-                .filter(|j| j.missed())
-                .collect::<Vec<_>>()
-        );
         assert!(r
             .report
             .jobs

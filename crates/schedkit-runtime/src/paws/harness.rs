@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use schedkit_core::scenario::{Region, Task};
+use schedkit_linux::stall::{self, Stall, StallWitness};
 
 use super::stats::percentile;
 use super::{Mode, RtConfig, RtPool, RtReport};
@@ -35,6 +36,11 @@ pub struct HarnessOpts {
     pub release_spin: Duration,
     /// See [`RtConfig::stage_cpu_clock`] (default false).
     pub stage_cpu_clock: bool,
+    /// Run a [`StallWitness`] beside the pool (default false): machine stalls (a virtual
+    /// machine held by its host) are reported, and misses are split into those a stall
+    /// explains and the others. It costs a SCHED_FIFO 99 wake-up every millisecond, which
+    /// preempts the workers: off where kernel context switches are measured.
+    pub stall_witness: bool,
 }
 
 impl Default for HarnessOpts {
@@ -48,6 +54,7 @@ impl Default for HarnessOpts {
             start_delay: Duration::from_millis(5),
             release_spin: super::RELEASE_SPIN,
             stage_cpu_clock: false,
+            stall_witness: false,
         }
     }
 }
@@ -79,7 +86,22 @@ pub struct HarnessReport {
     /// Preemption latency percentiles (release to first instruction of a preempting job), ns.
     pub preemption_latency_p50: Option<u64>,
     pub preemption_latency_p99: Option<u64>,
+    /// Machine stalls seen by the witness (`HarnessOpts::stall_witness`), on the pool's clock.
+    pub stalls: Vec<Stall>,
     pub report: RtReport,
+}
+
+impl HarnessReport {
+    /// Missed jobs that the machine's stalls do not explain (see [`stall::explains_miss`]):
+    /// the misses the scheduler must answer for. Without the witness, every miss.
+    pub fn unexplained_misses(&self) -> Vec<&super::JobRecord> {
+        self.report
+            .jobs
+            .iter()
+            .filter(|j| j.missed())
+            .filter(|j| !stall::explains_miss(&self.stalls, j.release, j.deadline, j.finish))
+            .collect()
+    }
 }
 
 /// Runs `tasks` under `mode` for `duration` (releases), then waits for the released jobs.
@@ -100,6 +122,11 @@ pub fn run_taskset(
     cfg.release_spin = opts.release_spin;
     cfg.stage_cpu_clock = opts.stage_cpu_clock;
     let mut pool = RtPool::new(cfg)?;
+    let witness = if opts.stall_witness {
+        Some(StallWitness::start_default()?)
+    } else {
+        None
+    };
     let start = pool.now() + opts.start_delay;
     for t in tasks {
         let regions: Arc<Vec<Region>> = Arc::new(t.regions.clone());
@@ -128,11 +155,24 @@ pub fn run_taskset(
         }
         std::thread::sleep(until - now);
     }
-    let report = pool.stop();
-    Ok(summarise(mode, workers, duration, report))
+    // The pool's clock in CLOCK_MONOTONIC ns, where the witness's stalls are.
+    let origin = schedkit_linux::clock_ns(libc::CLOCK_MONOTONIC) - pool.now().as_nanos() as u64;
+    let mut report = pool.stop();
+    let mut stalls = Vec::new();
+    if let Some(w) = witness {
+        report.warnings.extend(w.warning.clone());
+        stalls = w.stop().iter().map(|s| s.shifted(origin)).collect();
+    }
+    Ok(summarise(mode, workers, duration, report, stalls))
 }
 
-fn summarise(mode: Mode, workers: usize, duration: Duration, report: RtReport) -> HarnessReport {
+fn summarise(
+    mode: Mode,
+    workers: usize,
+    duration: Duration,
+    report: RtReport,
+    stalls: Vec<Stall>,
+) -> HarnessReport {
     let resp: Vec<u64> = report.jobs.iter().map(|j| j.response()).collect();
     let sum = |f: fn(&super::JobRecord) -> u64| report.jobs.iter().map(f).sum::<u64>();
     HarnessReport {
@@ -153,6 +193,66 @@ fn summarise(mode: Mode, workers: usize, duration: Duration, report: RtReport) -
         response_max: resp.iter().copied().max().unwrap_or(0),
         preemption_latency_p50: percentile(&report.preemption_latency, 50.0),
         preemption_latency_p99: percentile(&report.preemption_latency, 99.0),
+        stalls,
         report,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::paws::JobRecord;
+
+    fn job(release: u64, deadline: u64, finish: u64) -> JobRecord {
+        JobRecord {
+            task: 0,
+            index: 0,
+            release,
+            deadline,
+            start: release,
+            finish,
+            threads: 0,
+            steals: 0,
+            migrations: 0,
+            preemptions: 0,
+            switches: 0,
+            panicked: false,
+        }
+    }
+
+    #[test]
+    fn a_miss_is_explained_only_by_stalls_at_least_as_long_as_its_lateness() {
+        let ms = 1_000_000;
+        let report = RtReport {
+            jobs: vec![
+                // Met: never listed.
+                job(0, 10 * ms, 5 * ms),
+                // 4 ms late, a 6 ms stall inside it: explained.
+                job(20 * ms, 30 * ms, 34 * ms),
+                // 4 ms late, only a 3 ms stall inside it: the pool's.
+                job(40 * ms, 50 * ms, 54 * ms),
+                // 4 ms late, a 4 ms stall ended before its release: the pool's.
+                job(60 * ms, 70 * ms, 74 * ms),
+                // 4 ms late, two stalls of 2 ms: explained together.
+                job(80 * ms, 90 * ms, 94 * ms),
+            ],
+            ..RtReport::default()
+        };
+        let stall = |from: u64, len: u64| Stall {
+            from_ns: from * ms,
+            to_ns: (from + len) * ms,
+            late_ns: (len - 1) * ms,
+        };
+        let stalls = vec![
+            stall(22, 6),
+            stall(41, 3),
+            stall(55, 4),
+            stall(81, 2),
+            stall(86, 2),
+        ];
+        let r = summarise(Mode::Paws, 2, Duration::from_millis(100), report, stalls);
+        assert_eq!(r.misses, 4);
+        let left: Vec<u64> = r.unexplained_misses().iter().map(|j| j.release).collect();
+        assert_eq!(left, vec![40 * ms, 60 * ms]);
     }
 }

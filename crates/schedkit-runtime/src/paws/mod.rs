@@ -492,7 +492,15 @@ impl RtPool {
     }
 
     fn shutdown(&mut self) -> RtReport {
-        self.shared.state.lock().releasing = false;
+        {
+            // Releases stop now, but every job due before now is still released, even when
+            // the releaser's timer is late (a stalled machine): the jobs a run releases
+            // depend on its clock, not on when the releaser got to run.
+            let now = self.shared.now();
+            let mut st = self.shared.state.lock();
+            st.cutoff = st.cutoff.min(now);
+            st.releasing = false;
+        }
         if let Some(t) = self.shared.releaser.get() {
             t.unpark();
         }

@@ -844,7 +844,8 @@ fn read_kernel(
     k
 }
 
-/// Releases periodic jobs at their release times until the pool stops releasing.
+/// Releases periodic jobs at their release times until the pool stops releasing; at the stop,
+/// every job due before it is released first.
 pub(crate) fn releaser(sh: Arc<Shared>, ready: Sender<()>) {
     setup(
         &sh,
@@ -860,11 +861,6 @@ pub(crate) fn releaser(sh: Arc<Shared>, ready: Sender<()>) {
         // The end of the timer stage of this wake-up's releases.
         let woke = sh.now();
         let mut st = sh.state.lock();
-        if !st.releasing {
-            drop(st);
-            *sh.releaser_kernel.lock() = read_kernel(&sh, "releaser", None, counters.as_mut());
-            return;
-        }
         let now = sh.now();
         let mut next = u64::MAX;
         let mut due = Vec::new();
@@ -902,6 +898,11 @@ pub(crate) fn releaser(sh: Arc<Shared>, ready: Sender<()>) {
                 t.busy = true;
                 sh.ready(&mut st, it);
             }
+        }
+        if !st.releasing {
+            drop(st);
+            *sh.releaser_kernel.lock() = read_kernel(&sh, "releaser", None, counters.as_mut());
+            return;
         }
         drop(st);
         // Every sleep is a kernel context switch of this thread: sleep until the next release

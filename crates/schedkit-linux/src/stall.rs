@@ -1,0 +1,195 @@
+//! A witness of machine stalls: intervals in which nothing on the machine ran, not even the
+//! highest-priority real-time thread.
+//!
+//! A virtual machine's vCPUs can all be held by the host for milliseconds at a time (on the
+//! machine schedkit is developed on, a pinned SCHED_FIFO 30 thread sleeping 2 ms at a time on
+//! each CPU is woken 5-23 ms late about 14 times in two minutes, on both CPUs at the same
+//! instants, with nothing else running). No guest scheduler can meet a deadline through such a
+//! stall, so a real-time measurement must be able to tell one from its own lateness.
+//!
+//! The witness is one thread that sleeps in short steps (by default at SCHED_FIFO 99 when
+//! permitted) and records every step from which it woke more than a threshold late. A stall of
+//! length L that starts while the witness sleeps makes it wake at least L - step late, so with
+//! a step of 1 ms every stall longer than threshold + 1 ms is caught. The witness costs one
+//! wake-up per step (about 1,000 per second at 1 ms, a few microseconds each), and as the
+//! highest-priority thread it preempts whatever runs where it wakes: use it in tests and in
+//! runs whose kernel context-switch counts are not the point.
+//!
+//! Invariant: every recorded [`Stall`] is an interval `[from, to]` of `CLOCK_MONOTONIC` in
+//! which the witness asked to run (its sleep had expired) for at least `late` and did not.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::sched::{self, Policy};
+
+fn monotonic() -> u64 {
+    crate::clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// One step the witness overslept; times in ns of `CLOCK_MONOTONIC` (the clock of
+/// `std::time::Instant` on Linux), or of another origin after [`Stall::shifted`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stall {
+    /// When the witness went to sleep (the stall began somewhere in `[from, to - late]`).
+    pub from_ns: u64,
+    /// When it ran again.
+    pub to_ns: u64,
+    /// How much later than asked it ran.
+    pub late_ns: u64,
+}
+
+impl Stall {
+    /// The same stall on a clock that starts at `origin_ns` (of `CLOCK_MONOTONIC`).
+    pub fn shifted(&self, origin_ns: u64) -> Stall {
+        Stall {
+            from_ns: self.from_ns.saturating_sub(origin_ns),
+            to_ns: self.to_ns.saturating_sub(origin_ns),
+            late_ns: self.late_ns,
+        }
+    }
+}
+
+/// How long the machine can have been stalled during `[from_ns, to_ns]`: the sum of the whole
+/// intervals (`from..to`, the most each can have held the machine) of the stalls that overlap it.
+pub fn stalled_ns(stalls: &[Stall], from_ns: u64, to_ns: u64) -> u64 {
+    stalls
+        .iter()
+        .filter(|s| s.from_ns <= to_ns && from_ns <= s.to_ns)
+        .map(|s| s.to_ns - s.from_ns)
+        .sum()
+}
+
+/// Whether stalls explain a job released at `release_ns` that finished at `finish_ns`, after
+/// its deadline: the machine can have stalled during the job for at least as long as the job
+/// was late.
+pub fn explains_miss(stalls: &[Stall], release_ns: u64, deadline_ns: u64, finish_ns: u64) -> bool {
+    finish_ns > deadline_ns && stalled_ns(stalls, release_ns, finish_ns) >= finish_ns - deadline_ns
+}
+
+/// A running witness; [`StallWitness::stop`] ends it and returns what it saw.
+pub struct StallWitness {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<Stall>>,
+    /// Why the witness runs below SCHED_FIFO, if it does.
+    pub warning: Option<String>,
+}
+
+impl StallWitness {
+    /// Starts the witness: it sleeps `step` at a time and records each wake-up more than
+    /// `threshold` late; at SCHED_FIFO `fifo_priority` when permitted (else SCHED_OTHER, with
+    /// [`StallWitness::warning`] saying so: it then also reports its own preemptions).
+    pub fn start(
+        step: Duration,
+        threshold: Duration,
+        fifo_priority: Option<u32>,
+    ) -> std::io::Result<StallWitness> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("schedkit-stall".into())
+            .spawn(move || {
+                let warning = fifo_priority.and_then(|p| {
+                    sched::set_thread(0, Policy::Fifo { priority: p })
+                        .err()
+                        .map(|e| format!("stall witness: SCHED_FIFO {p} refused ({e})"))
+                });
+                let _ = tx.send(warning);
+                let mut seen = Vec::new();
+                let (step_ns, threshold_ns) = (step.as_nanos() as u64, threshold.as_nanos() as u64);
+                while !flag.load(Ordering::Relaxed) {
+                    let from_ns = monotonic();
+                    std::thread::sleep(step);
+                    let to_ns = monotonic();
+                    let late_ns = (to_ns - from_ns).saturating_sub(step_ns);
+                    if late_ns > threshold_ns {
+                        seen.push(Stall {
+                            from_ns,
+                            to_ns,
+                            late_ns,
+                        });
+                    }
+                }
+                seen
+            })?;
+        let warning = rx.recv().unwrap_or(None);
+        Ok(StallWitness {
+            stop,
+            thread,
+            warning,
+        })
+    }
+
+    /// A witness with the defaults used by schedkit's real-time tests: 1 ms steps, stalls of
+    /// more than 2 ms, SCHED_FIFO 99.
+    pub fn start_default() -> std::io::Result<StallWitness> {
+        StallWitness::start(Duration::from_millis(1), Duration::from_millis(2), Some(99))
+    }
+
+    /// Stops the witness and returns the stalls it saw, in order.
+    pub fn stop(self) -> Vec<Stall> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_held_off_the_cpu_is_seen_as_a_stall() {
+        // A real hold-off, not a simulated one: the witness runs SCHED_OTHER pinned with a
+        // SCHED_FIFO spinner on its CPU for 30 ms (root), so it cannot run for that long.
+        if !crate::privilege::Privileges::current().sys_nice {
+            eprintln!("skipped: a SCHED_FIFO spinner needs root or CAP_SYS_NICE");
+            return;
+        }
+        let Some(cpu) = crate::affinity::get_thread(0)
+            .ok()
+            .and_then(|c| c.iter().last())
+        else {
+            eprintln!("skipped: cannot read the allowed CPUs");
+            return;
+        };
+        let w = std::thread::spawn(move || {
+            crate::affinity::pin_current(cpu).unwrap();
+            StallWitness::start(Duration::from_millis(1), Duration::from_millis(5), None).unwrap()
+        })
+        .join()
+        .unwrap();
+        // The witness thread inherited the pin of the thread that spawned it.
+        std::thread::sleep(Duration::from_millis(20));
+        let held = std::thread::spawn(move || {
+            crate::affinity::pin_current(cpu).unwrap();
+            sched::set_thread(0, Policy::Fifo { priority: 10 }).unwrap();
+            let t = monotonic();
+            while monotonic() < t + 30_000_000 {
+                std::hint::spin_loop();
+            }
+            t
+        })
+        .join()
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let seen = w.stop();
+        // It saw the hold-off as a stall of most of its 30 ms...
+        assert!(
+            stalled_ns(&seen, held, held + 30_000_000) >= 20_000_000,
+            "{seen:?}"
+        );
+        // ...which explains a job that was 20 ms late then, not one 40 ms late.
+        let release = held - 1_000_000;
+        assert!(
+            explains_miss(&seen, release, held, held + 20_000_000),
+            "{seen:?}"
+        );
+        assert!(
+            !explains_miss(&seen, release, held, held + 40_000_000),
+            "{seen:?}"
+        );
+    }
+}
