@@ -429,21 +429,51 @@ impl Backend for MayBackend {
     }
 }
 
+/// Doubles per cache line (64 bytes).
+const LINE: usize = 8;
+
+/// One cache line of doubles, so that shared arrays start on a line.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([f64; LINE]);
+
 /// Memory shared by the user threads; the event protocol guarantees that no element is
-/// written by one thread while another reads or writes it.
-struct Shared(UnsafeCell<Vec<f64>>);
+/// written by one thread while another reads or writes it. It starts on a cache line, and
+/// the matrix's rows are padded to whole lines ([`stride`]), so that threads writing
+/// different rows or tiles never write the same line (false sharing would make a
+/// distribution that runs neighbours side by side pay for their layout, not their scheduling).
+struct Shared {
+    lines: UnsafeCell<Vec<Line>>,
+    len: usize,
+}
 // SAFETY: see above; every cross-thread access is ordered by an event.
 unsafe impl Sync for Shared {}
 impl Shared {
-    fn new(v: Vec<f64>) -> Shared {
-        Shared(UnsafeCell::new(v))
+    fn new(v: &[f64]) -> Shared {
+        let mut lines = vec![Line([0.0; LINE]); v.len().div_ceil(LINE)];
+        for (i, &e) in v.iter().enumerate() {
+            lines[i / LINE].0[i % LINE] = e;
+        }
+        Shared {
+            lines: UnsafeCell::new(lines),
+            len: v.len(),
+        }
     }
     #[inline]
     #[allow(clippy::mut_from_ref)]
     fn get(&self) -> &mut [f64] {
-        // SAFETY: see the type's comment.
-        unsafe { &mut *self.0.get() }
+        // SAFETY: see the type's comment; `Line` is `LINE` doubles with no padding, so the
+        // lines are `len` (or more) contiguous doubles.
+        unsafe {
+            let v = &mut *self.lines.get();
+            std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<f64>(), self.len)
+        }
     }
+}
+
+/// The row stride of the augmented n x (n + 1) matrix: n + 1 rounded up to whole cache lines.
+fn stride(n: usize) -> usize {
+    (n + 1).next_multiple_of(LINE)
 }
 
 /// One timed phase: seconds, and the scheduler's counters for it (schedkit runtimes only).
@@ -478,14 +508,14 @@ fn timed<B: Backend>(
 /// Solves `sys` with method `m` and `t` user threads; returns (forward, backward, residual).
 fn solve<B: Backend>(be: &B, sys: &System, m: u8, t: usize) -> anyhow::Result<(Phase, Phase, f64)> {
     let n = sys.n;
-    let w = n + 1;
+    let w = stride(n);
     let mut aug = vec![0.0; n * w];
     for i in 0..n {
         aug[i * w..i * w + n].copy_from_slice(&sys.a[i * n..(i + 1) * n]);
         aug[i * w + n] = sys.b[i];
     }
-    let a = Arc::new(Shared::new(aug));
-    let x = Arc::new(Shared::new(vec![0.0; n]));
+    let a = Arc::new(Shared::new(&aug));
+    let x = Arc::new(Shared::new(&vec![0.0; n]));
     let (f, b) = match m {
         1 => method1(be, &a, &x, n, t)?,
         _ => method2(be, &a, &x, n, t)?,
@@ -501,7 +531,7 @@ fn method1<B: Backend>(
     n: usize,
     t: usize,
 ) -> anyhow::Result<(Phase, Phase)> {
-    let w = n + 1;
+    let w = stride(n);
     let row_ready: Arc<Vec<B::Ev>> = Arc::new((0..n).map(|_| be.event()).collect());
     let jobs: Vec<Box<dyn FnOnce() + Send>> = (0..t)
         .map(|th| {
@@ -579,11 +609,18 @@ impl Tiles {
     fn rows(&self, i: usize) -> (usize, usize) {
         (split(self.n, self.r, i), split(self.n, self.r, i + 1))
     }
+    /// Column block `j`: whole cache lines of the padded rows where there are at least as
+    /// many lines as column blocks (so that no two tiles write one line), else single columns.
     fn cols(&self, j: usize) -> (usize, usize) {
-        (
-            split(self.n + 1, self.c, j),
-            split(self.n + 1, self.c, j + 1),
-        )
+        let cols = self.n + 1;
+        let unit = if cols.div_ceil(LINE) >= self.c {
+            LINE
+        } else {
+            1
+        };
+        let units = cols.div_ceil(unit);
+        let at = |j: usize| (split(units, self.c, j) * unit).min(cols);
+        (at(j), at(j + 1))
     }
 }
 
@@ -594,7 +631,7 @@ fn method2<B: Backend>(
     n: usize,
     t: usize,
 ) -> anyhow::Result<(Phase, Phase)> {
-    let w = n + 1;
+    let w = stride(n);
     let (r, c) = grid(t);
     let g = Tiles { n, r, c };
     // seg[k * c + J]: row k's segment in column block J is final.
@@ -656,7 +693,7 @@ fn method2<B: Backend>(
         (0..t)
             .map(|id| {
                 let (r0, r1) = g.rows(id / c);
-                Shared::new(vec![0.0; r1 - r0])
+                Shared::new(&vec![0.0; r1 - r0])
             })
             .collect(),
     );
@@ -858,6 +895,30 @@ mod tests {
             res < 1e-10,
             "{arch} method {m} n {n} t {t}: residual {res:e}"
         );
+    }
+
+    #[test]
+    fn tiles_and_rows_start_on_cache_lines_and_cover_every_column() {
+        for (n, t) in [(1024, 32), (1024, 496), (1024, 7936), (64, 8), (8, 7)] {
+            let (r, c) = grid(t);
+            let g = Tiles { n, r, c };
+            let lines_enough = (n + 1).div_ceil(LINE) >= c;
+            let mut next = 0;
+            for j in 0..c {
+                let (c0, c1) = g.cols(j);
+                assert_eq!(c0, next, "n {n} t {t} block {j}");
+                assert!(c0 <= c1 && c1 <= n + 1);
+                if lines_enough {
+                    assert_eq!(c0 % LINE, 0, "n {n} t {t} block {j}");
+                }
+                next = c1;
+            }
+            assert_eq!(next, n + 1);
+        }
+        let a = Shared::new(&vec![1.0; 3 * stride(20)]);
+        assert_eq!(a.get().as_ptr() as usize % 64, 0);
+        assert_eq!(stride(20) % LINE, 0);
+        assert_eq!(a.get().len(), 3 * 24);
     }
 
     #[test]
