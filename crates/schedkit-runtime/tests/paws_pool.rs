@@ -1,5 +1,6 @@
 //! Real-pool tests of the PAWS runtime (SCHED_OTHER, no perf counters: they run anywhere).
 
+use schedkit_linux::stall::{explains_miss, Stall, StallWitness};
 use schedkit_runtime::paws::{self, FiberHow, Mode, RtConfig, RtPool, StopHow};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex};
@@ -9,35 +10,61 @@ fn ms(x: u64) -> Duration {
     Duration::from_millis(x)
 }
 
+/// One 200 ms run of a light periodic task on 2 workers (SCHED_FIFO 20 when permitted), with a
+/// stall witness beside it: the report, the stalls on the pool's clock, and the parallel
+/// threads that ran.
+fn light_periodic_run(mode: Mode) -> (paws::RtReport, Vec<Stall>, u64) {
+    let mut cfg = RtConfig::quiet(mode, 2);
+    cfg.fifo_priority = Some(20);
+    let witness = StallWitness::start_default().unwrap();
+    let mut pool = RtPool::new(cfg).unwrap();
+    let hits = Arc::new(AtomicU64::new(0));
+    let h = hits.clone();
+    // 0.3 ms sequential + 4 x 0.2 ms parallel every 10 ms: utilisation 0.11 on 2 cores.
+    pool.periodic("t", ms(10), ms(10), move |job| {
+        job.work(Duration::from_micros(300));
+        job.parallel(4, |_| {
+            paws::spin(200_000);
+            h.fetch_add(1, Relaxed);
+        });
+    });
+    std::thread::sleep(ms(200));
+    let origin = schedkit_linux::clock_ns(libc::CLOCK_MONOTONIC) - pool.now().as_nanos() as u64;
+    let r = pool.stop();
+    let stalls = witness.stop().iter().map(|s| s.shifted(origin)).collect();
+    (r, stalls, hits.load(Relaxed))
+}
+
 #[test]
 fn periodic_jobs_run_their_regions_and_meet_deadlines_at_low_load() {
     for mode in Mode::ALL {
         // SCHED_FIFO when permitted (root, as in CI): other load cannot then delay the
         // workers for whole periods; without it deadlines are not asserted. (Another
-        // real-time process above priority 20 on the same CPUs still can.)
-        let mut cfg = RtConfig::quiet(mode, 2);
-        cfg.fifo_priority = Some(20);
-        let mut pool = RtPool::new(cfg).unwrap();
-        let hits = Arc::new(AtomicU64::new(0));
-        let h = hits.clone();
-        // 0.3 ms sequential + 4 x 0.2 ms parallel every 10 ms: utilisation 0.11 on 2 cores.
-        pool.periodic("t", ms(10), ms(10), move |job| {
-            job.work(Duration::from_micros(300));
-            job.parallel(4, |_| {
-                paws::spin(200_000);
-                h.fetch_add(1, Relaxed);
-            });
-        });
-        std::thread::sleep(ms(200));
-        let r = pool.stop();
+        // real-time process above priority 20 on the same CPUs still can.) A miss that the
+        // machine's stalls explain (`schedkit_linux::stall`) makes the run go again, at most
+        // three times; any other miss fails.
+        let mut attempt = 0;
+        let (r, hits) = loop {
+            attempt += 1;
+            let (r, stalls, hits) = light_periodic_run(mode);
+            let fifo = !r.warnings.iter().any(|w| w.contains("SCHED_FIFO"));
+            let missed: Vec<&paws::JobRecord> = r.jobs.iter().filter(|j| j.missed()).collect();
+            if !fifo || missed.is_empty() {
+                break (r, hits);
+            }
+            let unexplained: Vec<&&paws::JobRecord> = missed
+                .iter()
+                .filter(|j| !explains_miss(&stalls, j.release, j.deadline, j.finish))
+                .collect();
+            assert!(unexplained.is_empty(), "{mode:?}: {unexplained:?}");
+            eprintln!("{mode:?}: misses during machine stalls {stalls:?}; running again");
+            assert!(
+                attempt < 3,
+                "{mode:?}: the machine stalled in three runs of three"
+            );
+        };
         assert!(r.jobs.len() >= 15, "{mode:?}: {} jobs", r.jobs.len());
-        assert_eq!(hits.load(Relaxed), 4 * r.jobs.len() as u64, "{mode:?}");
-        let fifo = !r.warnings.iter().any(|w| w.contains("SCHED_FIFO"));
-        assert!(
-            !fifo || r.misses() == 0,
-            "{mode:?}: {:?}",
-            r.jobs.iter().find(|j| j.missed())
-        );
+        assert_eq!(hits, 4 * r.jobs.len() as u64, "{mode:?}");
         for j in &r.jobs {
             assert_eq!(j.threads, 4);
             assert!(j.start >= j.release && j.finish >= j.start);
@@ -183,4 +210,67 @@ fn plain_join_computes_on_the_pool() {
         "a panic in a spawned closure reaches the scope's caller"
     );
     assert_eq!(pool.install(|| fib(15)), 610, "the pool survives it");
+}
+
+#[test]
+fn a_stop_releases_every_job_due_before_it_even_when_the_releaser_runs_late() {
+    use schedkit_linux::sched::{self, Policy};
+    use schedkit_linux::{affinity, privilege::Privileges};
+    use std::time::Instant;
+    // The releaser is held off every CPU by SCHED_FIFO spinners while releases fall due and
+    // the pool is stopped (as a stalled machine would hold it): it needs root.
+    if !Privileges::current().sys_nice {
+        eprintln!("skipped: SCHED_FIFO spinners need root or CAP_SYS_NICE");
+        return;
+    }
+    let cpus: Vec<usize> = affinity::get_thread(0).unwrap().iter().collect();
+    // SCHED_OTHER workers and releaser.
+    let mut pool = RtPool::new(RtConfig::quiet(Mode::Paws, 1)).unwrap();
+    let first = pool.now() + ms(5);
+    pool.periodic_at("t", first, ms(10), ms(10), |job| {
+        job.work(Duration::from_micros(100))
+    });
+    // Releases at first + 0, 10, ..., 90 ms.
+    pool.release_until(first + ms(100));
+    let at = |d: Duration| Instant::now() + (first + d).saturating_sub(pool.now());
+    let (hold_from, hold_until) = (at(ms(35)), at(ms(135)));
+    let spinners: Vec<_> = cpus
+        .iter()
+        .map(|&cpu| {
+            std::thread::spawn(move || {
+                affinity::pin_current(cpu).unwrap();
+                std::thread::sleep(hold_from.saturating_duration_since(Instant::now()));
+                sched::set_thread(0, Policy::Fifo { priority: 10 }).unwrap();
+                while Instant::now() < hold_until {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    // This thread outranks the spinners, so it stops the pool at first + 100 ms while the
+    // releaser (due at 40, 50, ..., 90 ms) has not run since 35 ms.
+    sched::set_thread(0, Policy::Fifo { priority: 30 }).unwrap();
+    std::thread::sleep(at(ms(100)).saturating_duration_since(Instant::now()));
+    let stopped_at = pool.now();
+    let r = pool.stop();
+    sched::set_thread(0, Policy::Other { nice: 0 }).unwrap();
+    for s in spinners {
+        s.join().unwrap();
+    }
+    assert!(
+        stopped_at < first + ms(130),
+        "the stop came late: {stopped_at:?}"
+    );
+    let releases: Vec<u64> = r.jobs.iter().map(|j| j.release).collect();
+    let expected: Vec<u64> = (0..10)
+        .map(|k| (first + ms(10 * k)).as_nanos() as u64)
+        .collect();
+    assert_eq!(releases, expected);
+    // The jobs held up were released late, not dropped: those due while the releaser was
+    // held off started after the hold.
+    assert!(
+        r.jobs[5].start >= (first + ms(130)).as_nanos() as u64,
+        "{:?}",
+        r.jobs[5]
+    );
 }
