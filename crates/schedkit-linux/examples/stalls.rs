@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use schedkit_linux::affinity;
+use schedkit_linux::sched::Policy;
 use schedkit_linux::stall::{Stall, StallWitness};
 
 fn main() {
@@ -24,8 +25,14 @@ fn main() {
             // A witness inherits the CPU set of the thread that starts it.
             let w = std::thread::spawn(move || {
                 affinity::pin_current(cpu).expect("pin");
-                StallWitness::start(Duration::from_millis(1), Duration::from_millis(3), Some(99))
-                    .expect("witness")
+                // Pinned, so SCHED_FIFO 99: the kernel refuses SCHED_DEADLINE to a thread
+                // pinned to fewer CPUs than its root domain.
+                StallWitness::start(
+                    Duration::from_millis(1),
+                    Duration::from_millis(3),
+                    vec![Policy::Fifo { priority: 99 }],
+                )
+                .expect("witness")
             })
             .join()
             .expect("starter");

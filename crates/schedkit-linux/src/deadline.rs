@@ -34,6 +34,7 @@
 
 use crate::perf::{CounterKind, CounterSet, PerfSource, Target};
 use crate::sched::{self, Policy};
+use crate::stall::{Stall, StallWitness};
 use crate::workload::thread_cpu_ns;
 use crate::{Error, Result};
 use schedkit_core::scenario::{Region, Task};
@@ -55,6 +56,9 @@ pub struct DeadlineOptions {
     pub reclaim: bool,
     /// Read perf software counters per thread (context switches, migrations).
     pub perf: bool,
+    /// Run a [`StallWitness`] beside the set (its bandwidth is left out of the budgets), so
+    /// that [`TaskSetRun::stalls`] can tell the machine's stalls from the kernel's misses.
+    pub stall_witness: bool,
 }
 
 impl Default for DeadlineOptions {
@@ -66,6 +70,7 @@ impl Default for DeadlineOptions {
             runtime_slack: Duration::from_micros(250),
             reclaim: true,
             perf: true,
+            stall_witness: false,
         }
     }
 }
@@ -116,6 +121,10 @@ pub struct TaskSetRun {
     pub tasks: Vec<TaskTotals>,
     /// The budget margin used ([`fit_margin`] may lower the requested one).
     pub runtime_margin: f64,
+    /// Machine stalls on the run's clock (`DeadlineOptions::stall_witness`; else empty).
+    pub stalls: Vec<Stall>,
+    /// Why the witness ran below SCHED_DEADLINE, if it did.
+    pub stall_warning: Option<String>,
 }
 
 /// Runs NOP-loop work until the calling thread's CPU time grew by `ns`.
@@ -236,7 +245,18 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
         )));
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let opts = &fit_margin(tasks, opts, admissible_bandwidth(cores));
+    // Started first, so that the kernel admits its bandwidth before the set's.
+    let witness = if opts.stall_witness {
+        Some(StallWitness::start_default().map_err(|e| Error::io("stall witness", e))?)
+    } else {
+        None
+    };
+    let spare = if witness.is_some() {
+        StallWitness::DEFAULT_BANDWIDTH
+    } else {
+        0.0
+    };
+    let opts = &fit_margin(tasks, opts, admissible_bandwidth(cores) - spare);
     let latch = Arc::new(Latch {
         go: Mutex::new(None),
         cv: Condvar::new(),
@@ -462,6 +482,10 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
     }
     out.jobs.sort_by_key(|j| (j.release_ns, j.task, j.job));
     out.end_ns = out.jobs.iter().map(|j| j.finish_ns).max().unwrap_or(0);
+    if let Some(w) = witness {
+        out.stall_warning = w.warning.clone();
+        out.stalls = w.stop().iter().map(|s| s.shifted(origin_ns)).collect();
+    }
     Ok(out)
 }
 
@@ -527,7 +551,7 @@ pub fn bandwidth(tasks: &[Task], opts: &DeadlineOptions) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stall::{explains_miss, Stall, StallWitness};
+    use crate::stall::explains_miss;
     use schedkit_core::Nanos;
 
     fn task(name: &str, period_ms: u64, regions: Vec<Region>) -> Task {
@@ -633,33 +657,29 @@ mod tests {
             ..DeadlineOptions::default()
         };
         // A miss during which the whole machine stalled (a virtual machine held by its host)
-        // is not the kernel's: such a run is repeated, at most three times. The witness runs
-        // SCHED_FIFO, below the deadline threads, which can hold it off for about one budget
-        // (2.4 ms) on each CPU: only stalls of more than 5 ms count.
+        // is not the kernel's: such a run is repeated, at most three times; any other miss
+        // fails.
+        let opts = DeadlineOptions {
+            stall_witness: true,
+            ..opts
+        };
         let mut attempt = 0;
         let r = loop {
             attempt += 1;
-            let witness =
-                StallWitness::start(Duration::from_millis(1), Duration::from_millis(5), Some(99))
-                    .unwrap();
             let r = run_taskset(&tasks, &opts).unwrap();
-            let stalls: Vec<Stall> = witness
-                .stop()
-                .iter()
-                .map(|s| s.shifted(r.origin_ns))
-                .collect();
             let missed: Vec<&JobRecord> = r.jobs.iter().filter(|j| j.missed()).collect();
             let unexplained: Vec<&&JobRecord> = missed
                 .iter()
-                .filter(|j| !explains_miss(&stalls, j.release_ns, j.deadline_ns, j.finish_ns))
+                .filter(|j| !explains_miss(&r.stalls, j.release_ns, j.deadline_ns, j.finish_ns))
                 .collect();
             assert!(unexplained.is_empty(), "{unexplained:?} {:?}", r.jobs);
             if missed.is_empty() {
                 break r;
             }
             eprintln!(
-                "{} misses, all during machine stalls {stalls:?}; running again",
-                missed.len()
+                "{} misses, all during machine stalls {:?}; running again",
+                missed.len(),
+                r.stalls
             );
             assert!(attempt < 3, "the machine stalled in three runs of three");
         };

@@ -7,13 +7,14 @@
 //! instants, with nothing else running). No guest scheduler can meet a deadline through such a
 //! stall, so a real-time measurement must be able to tell one from its own lateness.
 //!
-//! The witness is one thread that sleeps in short steps (by default at SCHED_FIFO 99 when
-//! permitted) and records every step from which it woke more than a threshold late. A stall of
-//! length L that starts while the witness sleeps makes it wake at least L - step late, so with
-//! a step of 1 ms every stall longer than threshold + 1 ms is caught. The witness costs one
-//! wake-up per step (about 1,000 per second at 1 ms, a few microseconds each), and as the
-//! highest-priority thread it preempts whatever runs where it wakes: use it in tests and in
-//! runs whose kernel context-switch counts are not the point.
+//! The witness is one thread that sleeps in short steps (by default under SCHED_DEADLINE, or
+//! SCHED_FIFO 99, see [`StallWitness::start_default`]) and records every step from which it
+//! woke more than a threshold late. A stall of length L that starts while the witness sleeps
+//! makes it wake at least L - step late, so with a step of 1 ms every stall longer than
+//! threshold + 1 ms is caught. The witness costs one wake-up per step (about 1,000 per second
+//! at 1 ms, a few microseconds each), and as the highest-priority thread it preempts whatever
+//! runs where it wakes: use it in tests and in runs whose kernel context-switch counts are not
+//! the point.
 //!
 //! Invariant: every recorded [`Stall`] is an interval `[from, to]` of `CLOCK_MONOTONIC` in
 //! which the witness asked to run (its sleep had expired) for at least `late` and did not.
@@ -24,6 +25,15 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::sched::{self, Policy};
+
+fn class_name(p: &Policy) -> String {
+    match p {
+        Policy::Deadline { .. } => "SCHED_DEADLINE".into(),
+        Policy::Fifo { priority } => format!("SCHED_FIFO {priority}"),
+        Policy::Rr { priority } => format!("SCHED_RR {priority}"),
+        other => format!("{other:?}"),
+    }
+}
 
 fn monotonic() -> u64 {
     crate::clock_ns(libc::CLOCK_MONOTONIC)
@@ -70,21 +80,23 @@ pub fn explains_miss(stalls: &[Stall], release_ns: u64, deadline_ns: u64, finish
 }
 
 /// A running witness; [`StallWitness::stop`] ends it and returns what it saw.
+/// Dropping it stops the thread without waiting for it.
 pub struct StallWitness {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<Vec<Stall>>,
+    thread: Option<JoinHandle<Vec<Stall>>>,
     /// Why the witness runs below SCHED_FIFO, if it does.
     pub warning: Option<String>,
 }
 
 impl StallWitness {
     /// Starts the witness: it sleeps `step` at a time and records each wake-up more than
-    /// `threshold` late; at SCHED_FIFO `fifo_priority` when permitted (else SCHED_OTHER, with
-    /// [`StallWitness::warning`] saying so: it then also reports its own preemptions).
+    /// `threshold` late. It runs under the first of `classes` the kernel grants (else
+    /// SCHED_OTHER); [`StallWitness::warning`] says what was refused. Below the highest class
+    /// on the machine it also reports the time it was held off by the threads above it.
     pub fn start(
         step: Duration,
         threshold: Duration,
-        fifo_priority: Option<u32>,
+        classes: Vec<Policy>,
     ) -> std::io::Result<StallWitness> {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = std::sync::mpsc::channel();
@@ -92,14 +104,25 @@ impl StallWitness {
         let thread = std::thread::Builder::new()
             .name("schedkit-stall".into())
             .spawn(move || {
-                let warning = fifo_priority.and_then(|p| {
-                    sched::set_thread(0, Policy::Fifo { priority: p })
-                        .err()
-                        .map(|e| format!("stall witness: SCHED_FIFO {p} refused ({e})"))
-                });
+                let mut refused = Vec::new();
+                for c in &classes {
+                    // A deadline witness may reclaim bandwidth others leave unused (GRUB): a
+                    // wake-up that overruns its small runtime (a slow timer exit in a VM)
+                    // must not throttle it for periods, which would look like a stall.
+                    let flags = match c {
+                        Policy::Deadline { .. } => sched::SCHED_FLAG_RECLAIM,
+                        _ => 0,
+                    };
+                    match sched::set_thread_with_flags(0, *c, flags) {
+                        Ok(()) => break,
+                        Err(e) => refused.push(format!("{} refused ({e})", class_name(c))),
+                    }
+                }
+                let warning =
+                    (!refused.is_empty()).then(|| format!("stall witness: {}", refused.join("; ")));
                 let _ = tx.send(warning);
-                let mut seen = Vec::new();
                 let (step_ns, threshold_ns) = (step.as_nanos() as u64, threshold.as_nanos() as u64);
+                let mut seen = Vec::new();
                 while !flag.load(Ordering::Relaxed) {
                     let from_ns = monotonic();
                     std::thread::sleep(step);
@@ -118,21 +141,49 @@ impl StallWitness {
         let warning = rx.recv().unwrap_or(None);
         Ok(StallWitness {
             stop,
-            thread,
+            thread: Some(thread),
             warning,
         })
     }
 
-    /// A witness with the defaults used by schedkit's real-time tests: 1 ms steps, stalls of
-    /// more than 2 ms, SCHED_FIFO 99.
+    /// The deadline bandwidth (runtime / period) [`StallWitness::start_default`] reserves.
+    pub const DEFAULT_BANDWIDTH: f64 = 0.02;
+
+    /// The witness schedkit's real-time runs and tests use: 1 ms steps, stalls of more than
+    /// 2 ms, SCHED_DEADLINE with 20 us of runtime every 1 ms when permitted (the earliest
+    /// deadline of any thread whose own relative deadline is longer, so neither SCHED_FIFO
+    /// threads nor the deadline threads of a task set hold it off; it reserves 2 % of one
+    /// CPU's deadline bandwidth, and the kernel refuses it to a thread pinned to fewer CPUs
+    /// than its root domain), else SCHED_FIFO 99.
     pub fn start_default() -> std::io::Result<StallWitness> {
-        StallWitness::start(Duration::from_millis(1), Duration::from_millis(2), Some(99))
+        let step = Duration::from_millis(1);
+        StallWitness::start(
+            step,
+            Duration::from_millis(2),
+            vec![
+                Policy::Deadline {
+                    runtime: (StallWitness::DEFAULT_BANDWIDTH * step.as_nanos() as f64) as u64,
+                    deadline: step.as_nanos() as u64,
+                    period: step.as_nanos() as u64,
+                },
+                Policy::Fifo { priority: 99 },
+            ],
+        )
     }
 
     /// Stops the witness and returns the stalls it saw, in order.
-    pub fn stop(self) -> Vec<Stall> {
+    pub fn stop(mut self) -> Vec<Stall> {
         self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap_or_default()
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for StallWitness {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -157,7 +208,12 @@ mod tests {
         };
         let w = std::thread::spawn(move || {
             crate::affinity::pin_current(cpu).unwrap();
-            StallWitness::start(Duration::from_millis(1), Duration::from_millis(5), None).unwrap()
+            StallWitness::start(
+                Duration::from_millis(1),
+                Duration::from_millis(5),
+                Vec::new(),
+            )
+            .unwrap()
         })
         .join()
         .unwrap();

@@ -94,6 +94,11 @@ pub struct PawsExpArgs {
     /// Directory for paws.json, paws-migrations.svg and paws-switches.svg.
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
+    /// Run a stall witness beside every real run (SCHED_DEADLINE, 1 ms steps; see
+    /// schedkit_linux::stall) and say which misses the machine's stalls explain. Its wake-ups
+    /// preempt the threads under test and count in their kernel context switches.
+    #[arg(long)]
+    pub stall_witness: bool,
 }
 
 /// One utilisation window.
@@ -123,6 +128,10 @@ struct Outcome {
     preemption_stages: Vec<[u64; 5]>,
     /// Why the policy could not run the set (P-EDF: no partition).
     rejected: Option<String>,
+    /// With a stall witness: the misses its stalls do not explain, and how late it woke in
+    /// each stall (ns).
+    unexplained: Option<u64>,
+    stalls: Vec<u64>,
 }
 
 impl Outcome {
@@ -192,6 +201,7 @@ fn sim_run(tasks: &[Task], m: usize, policy: PolicyName, horizon: Nanos, seed: u
 
 fn real_outcome(tasks: &[Task], policy: PolicyName, o: &RealOptions) -> Result<Outcome, Failure> {
     let r = run_real(tasks, policy, o)?;
+    let unexplained = r.stalls.is_some().then(|| r.unexplained_misses());
     for w in &r.warnings {
         eprintln!("schedkit: warning: {policy}: {w}");
     }
@@ -207,6 +217,8 @@ fn real_outcome(tasks: &[Task], policy: PolicyName, o: &RealOptions) -> Result<O
         preemption_latency: r.preemption_latency,
         preemption_stages: r.preemption_stages,
         rejected: None,
+        unexplained,
+        stalls: r.stalls.iter().flatten().map(|s| s.late_ns).collect(),
     })
 }
 
@@ -258,6 +270,11 @@ struct Cell {
     responses: Vec<u64>,
     latency: Vec<u64>,
     stages: Vec<[u64; 5]>,
+    /// With a stall witness: sets with a miss that no stall explains, and every stall's
+    /// lateness (ns).
+    witnessed: bool,
+    sets_unexplained: usize,
+    stalls: Vec<u64>,
 }
 
 fn mean(v: &[u64]) -> f64 {
@@ -288,12 +305,20 @@ impl Cell {
         self.responses.extend(&o.responses);
         self.latency.extend(&o.preemption_latency);
         self.stages.extend(&o.preemption_stages);
+        if let Some(u) = o.unexplained {
+            self.witnessed = true;
+            self.sets_unexplained += (u > 0) as usize;
+            self.stalls.extend(&o.stalls);
+        }
     }
     fn table1(&self) -> String {
         if self.sets == 0 {
             return format!("- ({} rejected)", self.rejected);
         }
         let mut s = format!("{}/{}", self.sets_missing, self.sets);
+        if self.witnessed && self.sets_missing > 0 {
+            s += &format!(" ({} not stalls)", self.sets_unexplained);
+        }
         if self.rejected > 0 {
             s += &format!(" ({} rej.)", self.rejected);
         }
@@ -312,6 +337,9 @@ impl Cell {
             "response_max_ns": q(100.0),
             "preemption_latency_p50_ns": percentile(&self.latency, 50.0),
             "preemption_latency_p99_ns": percentile(&self.latency, 99.0),
+            "sets_with_unexplained_misses": self.witnessed.then_some(self.sets_unexplained),
+            "stalls": self.witnessed.then_some(self.stalls.len()),
+            "longest_stall_ns": self.stalls.iter().max(),
             "preemption_stages_ns": stage_percentiles(&self.stages)
                 .into_iter()
                 .map(|(name, p50, p99)| (name.to_string(), json!({ "p50": p50, "p99": p99 })))
@@ -449,6 +477,7 @@ pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
         duration: Duration::from_nanos(duration.0),
         perf: true,
         seed,
+        stall_witness: a.stall_witness,
     };
     for (w, win) in windows.iter().enumerate() {
         for (seed, tasks) in &all[w] {
@@ -485,6 +514,7 @@ pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
                         "migrations": o.migrations, "context_switches": o.switches,
                         "user_migrations": o.user_migrations, "user_context_switches": o.user_switches,
                         "steals": o.steals, "rejected": o.rejected,
+                        "unexplained_misses": o.unexplained, "stall_late_ns": o.stalls,
                         "response_max_ns": o.responses.iter().max(),
                     }),
                 );
@@ -635,6 +665,20 @@ pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
             a.seed, duration, horizon
         );
         println!("Table 1: task sets with at least one deadline miss\n{t1}\n");
+        if a.stall_witness {
+            let all: Vec<u64> = cells
+                .iter()
+                .flatten()
+                .flat_map(|c| c.stalls.clone())
+                .collect();
+            println!(
+                "Stall witness: {} machine stalls over 2 ms seen during the real runs (longest \
+                 {:.1} ms); \"not stalls\": sets with a miss that the stalls during the job do \
+                 not explain\n",
+                all.len(),
+                all.iter().max().copied().unwrap_or(0) as f64 / 1e6
+            );
+        }
         println!(
             "Fig. 2: average migrations per task set (real pool: kernel + user level, kernel \
              alone in parentheses)\n{t2}\n"

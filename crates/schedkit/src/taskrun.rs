@@ -22,6 +22,7 @@ use schedkit_core::scenario::{PolicyName, Scenario, Task};
 use schedkit_core::trace::{Event, TraceSink};
 use schedkit_core::Nanos;
 use schedkit_linux::deadline::{self, DeadlineOptions};
+use schedkit_linux::stall::{explains_miss, Stall};
 use schedkit_runtime::paws::harness::{self, HarnessOpts};
 use schedkit_runtime::paws::Mode;
 use std::time::Duration;
@@ -79,12 +80,24 @@ pub struct RealRun {
     /// The same preemptions split into stages (timer, request, reach, pick, switch; see
     /// `paws::PreemptionStages`), ns.
     pub preemption_stages: Vec<[u64; 5]>,
+    /// Machine stalls on the run's clock when a stall witness ran (`RealOptions::stall_witness`).
+    pub stalls: Option<Vec<Stall>>,
     pub warnings: Vec<String>,
 }
 
 impl RealRun {
     pub fn misses(&self) -> u64 {
         self.jobs.iter().filter(|j| j.missed()).count() as u64
+    }
+
+    /// Misses the witnessed machine stalls do not explain (`stall::explains_miss`); every
+    /// miss when no witness ran.
+    pub fn unexplained_misses(&self) -> u64 {
+        let stalls = self.stalls.as_deref().unwrap_or(&[]);
+        self.jobs
+            .iter()
+            .filter(|j| j.missed() && !explains_miss(stalls, j.release, j.deadline, j.finish))
+            .count() as u64
     }
 }
 
@@ -95,6 +108,9 @@ pub struct RealOptions {
     pub perf: bool,
     /// Victim-choice seed of the pool (rule E).
     pub seed: u64,
+    /// Run a stall witness beside the set (`schedkit_linux::stall`): its wake-ups count in
+    /// the kernel context switches of whatever it preempts.
+    pub stall_witness: bool,
 }
 
 fn bad(m: impl Into<String>) -> Failure {
@@ -121,6 +137,7 @@ pub fn run_real(tasks: &[Task], policy: PolicyName, o: &RealOptions) -> Result<R
     let opts = HarnessOpts {
         perf: o.perf,
         seed: o.seed,
+        stall_witness: o.stall_witness,
         ..HarnessOpts::default()
     };
     let h = harness::run_taskset(tasks, mode, o.duration, &opts)
@@ -150,6 +167,9 @@ pub fn run_real(tasks: &[Task], policy: PolicyName, o: &RealOptions) -> Result<R
         preemptions: Some(h.preemptions),
         preemption_latency: r.preemption_latency.clone(),
         preemption_stages: r.preemption_stages.iter().map(|s| s.stages()).collect(),
+        stalls: o
+            .stall_witness
+            .then(|| h.stalls.iter().map(|s| s.shifted(origin)).collect()),
         warnings: r.warnings.clone(),
         ..RealRun::default()
     };
@@ -173,6 +193,7 @@ fn run_deadline(tasks: &[Task], o: &RealOptions) -> Result<RealRun, Failure> {
     let opts = DeadlineOptions {
         duration: o.duration,
         perf: o.perf,
+        stall_witness: o.stall_witness,
         ..DeadlineOptions::default()
     };
     let r = deadline::run_taskset(tasks, &opts)?;
@@ -203,6 +224,8 @@ fn run_deadline(tasks: &[Task], o: &RealOptions) -> Result<RealRun, Failure> {
             .collect(),
         kernel_switches: sum(|t| t.context_switches),
         kernel_migrations: sum(|t| t.migrations),
+        stalls: o.stall_witness.then(|| r.stalls.clone()),
+        warnings: r.stall_warning.iter().cloned().collect(),
         ..RealRun::default()
     })
 }
@@ -380,6 +403,7 @@ pub fn run_scenario(scenario: &Scenario, report: &ReportArgs, perf: bool) -> Res
             duration: Duration::from_nanos(scenario.horizon.0),
             perf,
             seed: scenario.policy.seed,
+            stall_witness: false,
         },
     )?;
     let r = report_of(scenario, &run);

@@ -238,11 +238,28 @@ fn experiment_paws_quick_real_runs_every_policy_on_the_same_sets() {
         "paper",
         "--sim",
         "paws",
+        "--stall-witness",
         "--json",
         "--out",
         dir.path().to_str().unwrap(),
     ]));
     assert_eq!(doc["windows"].as_array().unwrap().len(), 4);
+    // The witness ran beside every real run (not the simulated ones), and a miss it explains
+    // is still counted as a miss.
+    for w in doc["windows"].as_array().unwrap() {
+        for p in w["policies"].as_array().unwrap() {
+            let u = &p["sets_with_unexplained_misses"];
+            if p["engine"] == "real" {
+                assert!(
+                    u.as_u64().unwrap() <= p["sets_with_misses"].as_u64().unwrap(),
+                    "{p}"
+                );
+                assert!(p["stalls"].is_u64(), "{p}");
+            } else {
+                assert!(u.is_null(), "{p}");
+            }
+        }
+    }
     for s in doc["sets"].as_array().unwrap() {
         let runs = s["runs"].as_object().unwrap();
         let names: Vec<&String> = runs.keys().collect();
@@ -256,5 +273,9 @@ fn experiment_paws_quick_real_runs_every_policy_on_the_same_sets() {
             assert!(jobs(k) >= dl, "{k} in {s}");
         }
         assert!(runs["real sched-deadline"]["migrations"].is_u64());
+        for k in ["real paws", "real gedf", "real ws", "real sched-deadline"] {
+            let r = &runs[k];
+            assert!(r["unexplained_misses"].as_u64().unwrap() <= r["misses"].as_u64().unwrap());
+        }
     }
 }
