@@ -38,8 +38,9 @@ pub struct HarnessOpts {
     pub stage_cpu_clock: bool,
     /// Run a [`StallWitness`] beside the pool (default false): machine stalls (a virtual
     /// machine held by its host) are reported, and misses are split into those a stall
-    /// explains and the others. It costs a SCHED_FIFO 99 wake-up every millisecond, which
-    /// preempts the workers: off where kernel context switches are measured.
+    /// explains and the others. It wakes every millisecond ahead of the workers (see
+    /// `StallWitness::start_default`) and preempts them: off where kernel context switches
+    /// are measured.
     pub stall_witness: bool,
 }
 
