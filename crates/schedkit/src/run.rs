@@ -74,6 +74,12 @@ pub struct RunArgs {
     /// Do not open perf counters.
     #[arg(long)]
     pub no_perf: bool,
+    /// `[[task]]` scenarios: run a stall witness beside the set and say which deadline misses
+    /// the machine's stalls explain (a virtual machine's host can hold every CPU for
+    /// milliseconds). Its wake-ups count in the kernel context switches of the threads it
+    /// preempts.
+    #[arg(long)]
+    pub stall_witness: bool,
     #[command(flatten)]
     pub report: ReportArgs,
     /// Also draw a Gantt chart from the sampled placements into this SVG file.
@@ -164,7 +170,12 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     }
     // Periodic fork-join tasks (seed 001) have their own real engines.
     if !scenario.tasks.is_empty() && !a.exclusive {
-        return crate::taskrun::run_scenario(&scenario, &a.report, !a.no_perf);
+        return crate::taskrun::run_scenario(&scenario, &a.report, !a.no_perf, a.stall_witness);
+    }
+    if a.stall_witness {
+        return Err(bad(
+            "--stall-witness: only scenarios of [[task]] entries have deadlines to explain",
+        ));
     }
     if a.exclusive {
         scenario.policy.name = PolicyName::Exclusive;

@@ -350,6 +350,21 @@ pub fn render_extra(policy: PolicyName, run: &RealRun) -> String {
                 .map_or("-".into(), |v| format!("{:.1}", v as f64 / 1e3)),
         );
     }
+    if let Some(stalls) = &run.stalls {
+        let seen = match stalls.iter().map(|s| s.late_ns).max() {
+            Some(longest) => format!(
+                "{} machine stalls over 2 ms (longest {} ms)",
+                stalls.len(),
+                output::ms(longest)
+            ),
+            None => "no machine stall over 2 ms".to_string(),
+        };
+        out += &format!(
+            "stall witness: {seen}; {} of {} misses not explained by them\n",
+            run.unexplained_misses(),
+            run.misses()
+        );
+    }
     if run.task_cpu.iter().any(Option::is_none) {
         out +=
             "cpu ms per task: not measured (the pool accounts CPU time per worker, not per task)\n";
@@ -361,7 +376,12 @@ pub fn render_extra(policy: PolicyName, run: &RealRun) -> String {
 }
 
 /// `schedkit run FILE` on a scenario with `[[task]]` entries.
-pub fn run_scenario(scenario: &Scenario, report: &ReportArgs, perf: bool) -> Result<(), Failure> {
+pub fn run_scenario(
+    scenario: &Scenario,
+    report: &ReportArgs,
+    perf: bool,
+    stall_witness: bool,
+) -> Result<(), Failure> {
     if let Some(p) = scenario.processes.first() {
         return Err(bad(format!(
             "{}:{}: process: a scenario with [[task]] entries runs them alone on real cores; \
@@ -403,7 +423,7 @@ pub fn run_scenario(scenario: &Scenario, report: &ReportArgs, perf: bool) -> Res
             duration: Duration::from_nanos(scenario.horizon.0),
             perf,
             seed: scenario.policy.seed,
-            stall_witness: false,
+            stall_witness,
         },
     )?;
     let r = report_of(scenario, &run);

@@ -149,7 +149,31 @@ fn run_gives_the_sim_report_shape_for_sched_deadline_and_the_pool() {
         assert_eq!(task(&r, "control")["jobs"], 40, "{policy}");
         assert!(task(&r, "video")["max_response_ns"].as_u64().unwrap() >= 12_000_000);
         assert!(r["summary"]["context_switches"].as_u64().unwrap() > 0);
+        // With a stall witness the text report says how many misses the machine's stalls
+        // explain.
+        let out = schedkit(&["run", file, "--horizon", "200ms", "--stall-witness"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("stall witness: "))
+            .unwrap_or_else(|| panic!("{policy}: {text}"));
+        assert!(line.contains("misses not explained"), "{line}");
     }
+}
+
+#[test]
+fn a_stall_witness_without_tasks_is_refused_with_exit_2() {
+    let out = schedkit(&[
+        "run",
+        "--stall-witness",
+        "examples/quickstart.toml",
+        "--horizon",
+        "1s",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--stall-witness"), "{err}");
 }
 
 #[test]
