@@ -274,3 +274,24 @@ fn a_stop_releases_every_job_due_before_it_even_when_the_releaser_runs_late() {
         r.jobs[5]
     );
 }
+
+#[test]
+fn after_the_last_release_the_pool_sleeps_until_stopped() {
+    let mut pool = RtPool::new(RtConfig::quiet(Mode::Paws, 2)).unwrap();
+    let first = pool.now() + ms(2);
+    pool.periodic_at("t", first, ms(5), ms(5), |job| {
+        job.work(Duration::from_micros(50))
+    });
+    pool.release_until(first + ms(20));
+    std::thread::sleep(ms(40));
+    // Past the cutoff nothing is due any more: the releaser and the workers must not spin
+    // (a releaser that waited for the next release, already past, spun at its priority).
+    let cpu = || schedkit_linux::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let (c0, t0) = (cpu(), std::time::Instant::now());
+    std::thread::sleep(ms(200));
+    let used = cpu() - c0;
+    let wall = t0.elapsed().as_nanos() as u64;
+    let r = pool.stop();
+    assert_eq!(r.jobs.len(), 4);
+    assert!(used < wall / 20, "{used} ns of CPU in {wall} ns after the last release");
+}

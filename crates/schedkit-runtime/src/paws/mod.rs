@@ -459,6 +459,10 @@ impl RtPool {
     /// releases exactly the jobs whose release time falls inside it).
     pub fn release_until(&self, t: Duration) {
         self.shared.state.lock().cutoff = t.as_nanos() as u64;
+        // A releaser sleeping past the old cutoff recomputes its next release.
+        if let Some(r) = self.shared.releaser.get() {
+            r.unpark();
+        }
     }
 
     /// One job released now with the given relative deadline (its records have task

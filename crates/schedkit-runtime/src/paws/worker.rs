@@ -877,7 +877,12 @@ pub(crate) fn releaser(sh: Arc<Shared>, ready: Sender<()>) {
                 t.index += 1;
                 t.next += t.spec.period;
             }
-            next = next.min(t.next);
+            // A release at or after the cutoff never comes: waiting for it would wake the
+            // releaser at the cutoff and then spin (nothing due, next already passed) at a
+            // real-time priority until the pool stops, on a CPU a worker may need.
+            if t.next < cutoff {
+                next = next.min(t.next);
+            }
         }
         for (ti, index, release, deadline, spec) in due {
             let meta = Arc::new(JobMeta {
