@@ -38,9 +38,9 @@ pub struct HarnessOpts {
     pub stage_cpu_clock: bool,
     /// Run a [`StallWitness`] beside the pool (default false): machine stalls (a virtual
     /// machine held by its host) are reported, and misses are split into those a stall
-    /// explains and the others. It wakes every millisecond ahead of the workers (see
-    /// `StallWitness::start_default`) and preempts them: off where kernel context switches
-    /// are measured.
+    /// explains and the others. One witness per CPU (`StallWitness::start_per_cpu`) wakes
+    /// every millisecond above the workers and preempts them: off where kernel context
+    /// switches are measured.
     pub stall_witness: bool,
 }
 
@@ -123,10 +123,15 @@ pub fn run_taskset(
     cfg.release_spin = opts.release_spin;
     cfg.stage_cpu_clock = opts.stage_cpu_clock;
     let mut pool = RtPool::new(cfg)?;
-    let witness = if opts.stall_witness {
-        Some(StallWitness::start_default()?)
+    // One witness per CPU the pool may use, above the workers: a host that holds one vCPU
+    // alone stalls the worker pinned there, and only a witness pinned there sees it.
+    let witnesses = if opts.stall_witness {
+        let cpus: Vec<usize> = schedkit_linux::affinity::get_thread(0)
+            .map(|c| c.iter().collect())
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        StallWitness::start_per_cpu(&cpus)?
     } else {
-        None
+        Vec::new()
     };
     let start = pool.now() + opts.start_delay;
     for t in tasks {
@@ -159,11 +164,9 @@ pub fn run_taskset(
     // The pool's clock in CLOCK_MONOTONIC ns, where the witness's stalls are.
     let origin = schedkit_linux::clock_ns(libc::CLOCK_MONOTONIC) - pool.now().as_nanos() as u64;
     let mut report = pool.stop();
-    let mut stalls = Vec::new();
-    if let Some(w) = witness {
-        report.warnings.extend(w.warning.clone());
-        stalls = w.stop().iter().map(|s| s.shifted(origin)).collect();
-    }
+    let (stalls, warnings) = StallWitness::stop_all(witnesses);
+    report.warnings.extend(warnings);
+    let stalls = stalls.iter().map(|s| s.shifted(origin)).collect();
     Ok(summarise(mode, workers, duration, report, stalls))
 }
 
