@@ -643,6 +643,9 @@ mod tests {
         spinner.join().unwrap();
         let r = pool.stop();
         assert_eq!(r.jobs.len(), 1);
-        assert!(waited < Duration::from_millis(60), "the caller waited {waited:?}");
+        assert!(
+            waited < Duration::from_millis(60),
+            "the caller waited {waited:?}"
+        );
     }
 }

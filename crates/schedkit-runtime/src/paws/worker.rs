@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use corosensei::{Coroutine, CoroutineResult, Yielder};
-use parking_lot::Mutex;
+use priority_inheriting_lock::PriorityInheritingLock;
 use schedkit_linux::affinity;
 use schedkit_linux::perf::{CounterKind, CounterSet, PerfSource, Reading, Target};
 use schedkit_linux::sched::{self, Policy};
@@ -265,7 +265,10 @@ pub(crate) fn run_inline(region: &Region) -> bool {
 /// on a new stack took 40-90 us from its pick to its first instruction, one on a used stack a
 /// few us (`examples/paws_stages.rs`, `docs/paws.md`). Kept resident (never returned to the
 /// kernel) up to [`WARM_CAP`] stacks.
-static WARM: Mutex<Vec<FiberStack>> = Mutex::new(Vec::new());
+/// Priority-inheriting like the pools' state lock: it is shared by every pool of the process,
+/// and a pool of SCHED_OTHER workers preempted while holding it must not hold a real-time
+/// pool's worker that needs a stack.
+static WARM: PriorityInheritingLock<Vec<FiberStack>> = PriorityInheritingLock::new(Vec::new());
 const WARM_CAP: usize = 256;
 
 /// Free fibers each worker makes before the pool starts, on stacks touched end to end, so that
