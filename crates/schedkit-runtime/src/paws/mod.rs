@@ -643,6 +643,7 @@ mod tests {
         spinner.join().unwrap();
         let r = pool.stop();
         assert_eq!(r.jobs.len(), 1);
+        eprintln!("a SCHED_FIFO 30 submit waited {waited:?} behind the preempted holder");
         assert!(
             waited < Duration::from_millis(60),
             "the caller waited {waited:?}"
