@@ -4,12 +4,14 @@
 //! A virtual machine's vCPUs can all be held by the host for milliseconds at a time (on the
 //! machine schedkit is developed on, a pinned SCHED_FIFO 30 thread sleeping 2 ms at a time on
 //! each CPU is woken 5-23 ms late about 14 times in two minutes, on both CPUs at the same
-//! instants, with nothing else running). No guest scheduler can meet a deadline through such a
-//! stall, so a real-time measurement must be able to tell one from its own lateness.
+//! instants, with nothing else running; the host also holds single vCPUs). No guest scheduler
+//! can meet a deadline through such a stall, so a real-time measurement must be able to tell
+//! one from its own lateness.
 //!
-//! The witness is one thread that sleeps in short steps (by default under SCHED_DEADLINE, or
-//! SCHED_FIFO 99, see [`StallWitness::start_default`]) and records every step from which it
-//! woke more than a threshold late. A stall of length L that starts while the witness sleeps
+//! A witness is a thread that sleeps in short steps and records every step from which it woke
+//! more than a threshold late: one unpinned witness under SCHED_DEADLINE
+//! ([`StallWitness::start_default`], ahead of deadline threads) or one SCHED_FIFO 99 witness
+//! pinned to each CPU ([`StallWitness::start_per_cpu`], which also sees a single CPU held). A stall of length L that starts while the witness sleeps
 //! makes it wake at least L - step late, so with a step of 1 ms every stall longer than
 //! threshold + 1 ms is caught. The witness costs one wake-up per step (about 1,000 per second
 //! at 1 ms, a few microseconds each), and as the highest-priority thread it preempts whatever
