@@ -1,6 +1,6 @@
 //! Real-pool tests of the PAWS runtime (SCHED_OTHER, no perf counters: they run anywhere).
 
-use schedkit_linux::stall::{explains_miss, Stall, StallWitness};
+use schedkit_linux::stall::{explains_miss, rerun_while_stalled, Stall, StallWitness, Verdict};
 use schedkit_runtime::paws::{self, FiberHow, Mode, RtConfig, RtPool, StopHow};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex};
@@ -58,26 +58,21 @@ fn periodic_jobs_run_their_regions_and_meet_deadlines_at_low_load() {
         // real-time process above priority 20 on the same CPUs still can.) A miss that the
         // machine's stalls explain (`schedkit_linux::stall`) makes the run go again, at most
         // three times; any other miss fails.
-        let mut attempt = 0;
-        let (r, hits) = loop {
-            attempt += 1;
+        let (r, hits) = rerun_while_stalled(&format!("{mode:?}"), 3, || {
             let (r, stalls, hits) = light_periodic_run(mode);
             let fifo = !r.warnings.iter().any(|w| w.contains("SCHED_FIFO"));
             let missed: Vec<&paws::JobRecord> = r.jobs.iter().filter(|j| j.missed()).collect();
-            if !fifo || missed.is_empty() {
-                break (r, hits);
-            }
-            let unexplained: Vec<&&paws::JobRecord> = missed
-                .iter()
-                .filter(|j| !explains_miss(&stalls, j.release, j.deadline, j.finish))
-                .collect();
-            assert!(unexplained.is_empty(), "{mode:?}: {unexplained:?}");
-            eprintln!("{mode:?}: misses during machine stalls {stalls:?}; running again");
-            assert!(
-                attempt < 3,
-                "{mode:?}: the machine stalled in three runs of three"
-            );
-        };
+            let verdict = Verdict {
+                misses: if fifo { missed.len() } else { 0 },
+                unexplained: missed
+                    .iter()
+                    .filter(|j| fifo && !explains_miss(&stalls, j.release, j.deadline, j.finish))
+                    .map(|j| format!("{j:?}"))
+                    .collect(),
+                stalls,
+            };
+            ((r, hits), verdict)
+        });
         assert!(r.jobs.len() >= 15, "{mode:?}: {} jobs", r.jobs.len());
         assert_eq!(hits, 4 * r.jobs.len() as u64, "{mode:?}");
         for j in &r.jobs {
