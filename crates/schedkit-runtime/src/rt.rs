@@ -588,7 +588,7 @@ where
     );
     // SAFETY: the ST context outlives every fiber it runs.
     let shared = unsafe { &(*st).shared };
-    spawn_fiber(shared, f, None)
+    spawn_fiber(shared, f, Placement::Auto)
 }
 
 /// A runtime: the STs of one architecture (for A0, nothing but the configuration: user
@@ -724,7 +724,23 @@ impl Handle {
                 inner: JoinInner::Os(h),
             };
         }
-        spawn_fiber(&self.shared, f, None)
+        spawn_fiber(&self.shared, f, Placement::Auto)
+    }
+
+    /// Spawns a user thread that starts on the scheduler thread `group mod STs`, where user
+    /// threads given the same group start together; like any fiber it may be stolen later.
+    /// A program states with it which of its threads share data, so that a grid of tiles is
+    /// not laid on the STs by the accident of its spawn order (seed 003's method 2 gives each
+    /// tile its column block). Under A0 the hint is ignored: the OS places its threads.
+    pub fn spawn_near<F, T>(&self, group: usize, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        if self.arch() == Arch::A0 {
+            return self.spawn(f);
+        }
+        spawn_fiber(&self.shared, f, Placement::Near(group))
     }
 
     /// Spawns a fiber bound to scheduler thread `worker`: it always runs there, is never
@@ -743,7 +759,7 @@ impl Handle {
             worker < self.shared.workers.len(),
             "spawn_on: no scheduler thread {worker}"
         );
-        spawn_fiber(&self.shared, f, Some(worker))
+        spawn_fiber(&self.shared, f, Placement::Bound(worker))
     }
 
     /// Whether the runtime declared a deadlock.
@@ -779,7 +795,18 @@ impl Handle {
     }
 }
 
-fn spawn_fiber<F, T>(shared: &Arc<Shared>, f: F, bound: Option<usize>) -> JoinHandle<T>
+/// Where a new fiber starts.
+#[derive(Clone, Copy)]
+enum Placement {
+    /// The spawning ST, or round robin for a spawn from outside the runtime.
+    Auto,
+    /// ST `group mod STs`, stealable.
+    Near(usize),
+    /// Always this ST, never stolen.
+    Bound(usize),
+}
+
+fn spawn_fiber<F, T>(shared: &Arc<Shared>, f: F, place: Placement) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -806,10 +833,11 @@ where
         let r = std::panic::catch_unwind(AssertUnwindSafe(f));
         done.complete(r);
     });
-    let home = match bound {
-        Some(w) => w,
-        None if on_st => unsafe { (*st).index },
-        None => shared.next_worker.fetch_add(1, Relaxed) % shared.workers.len(),
+    let home = match place {
+        Placement::Bound(w) => w,
+        Placement::Near(group) => group % shared.workers.len(),
+        Placement::Auto if on_st => unsafe { (*st).index },
+        Placement::Auto => shared.next_worker.fetch_add(1, Relaxed) % shared.workers.len(),
     };
     let fiber = Box::new(Fiber {
         co: Some(co),
@@ -818,7 +846,7 @@ where
         chain: Cell::new(std::ptr::null_mut()),
         id: shared.next_id.fetch_add(1, Relaxed),
         home,
-        bound: bound.is_some(),
+        bound: matches!(place, Placement::Bound(_)),
         guard,
         sp_hint: 0,
         size,

@@ -258,6 +258,67 @@ fn spawn_on_keeps_a_fiber_on_its_scheduler_thread() {
     }
 }
 
+/// `spawn_near` starts a fiber on ST `group mod STs`, whatever the spawn order: groups 0, 0,
+/// 1, 1, ... which round robin would place 0, 1, 0, 1, ... (A0 ignores the hint).
+#[test]
+fn spawn_near_starts_fibers_on_their_groups_scheduler_thread() {
+    use std::sync::atomic::AtomicBool;
+    const FIBERS: usize = 40;
+    for arch in [Arch::A1, Arch::A2] {
+        let rt = rt(arch);
+        let h = rt.handle();
+        // Both STs busy while the fibers are placed, so that neither can steal one first.
+        let go = Arc::new(AtomicBool::new(false));
+        let holding = Arc::new(AtomicUsize::new(0));
+        let holders: Vec<_> = (0..2)
+            .map(|st| {
+                let (go, holding) = (go.clone(), holding.clone());
+                h.spawn_on(st, move || {
+                    holding.fetch_add(1, SeqCst);
+                    while !go.load(SeqCst) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        while holding.load(SeqCst) < 2 {
+            std::thread::yield_now();
+        }
+        let started = Arc::new(AtomicUsize::new(0));
+        let near: Vec<_> = (0..FIBERS)
+            .map(|i| {
+                let started = started.clone();
+                let group = i / 2;
+                let fiber = h.spawn_near(group, move || {
+                    let first = schedkit_runtime::current_worker();
+                    started.fetch_add(1, SeqCst);
+                    // Yielding until every fiber has started keeps each ST's own queue
+                    // non-empty, so no ST steals a fiber that has not run yet.
+                    while started.load(SeqCst) < FIBERS {
+                        yield_now();
+                    }
+                    first
+                });
+                (group, fiber)
+            })
+            .collect();
+        go.store(true, SeqCst);
+        for hd in holders {
+            hd.join().unwrap();
+        }
+        for (group, fiber) in near {
+            assert_eq!(
+                fiber.join().unwrap(),
+                Some(group % 2),
+                "{arch}: group {group}"
+            );
+        }
+    }
+    // A0: the hint is accepted and ignored.
+    let rt = rt(Arch::A0);
+    assert_eq!(rt.handle().spawn_near(3, || 5).join().unwrap(), 5);
+}
+
 /// `Handle::stats().idle_ns` counts the time the STs have nothing to run, including an idle
 /// stretch still going on at the snapshot, and not the time a fiber computes.
 #[test]

@@ -365,7 +365,9 @@ pub trait Backend {
     fn event(&self) -> Self::Ev;
     fn wait(e: &Self::Ev);
     fn set(e: &Self::Ev);
-    fn run_all(&self, jobs: Vec<Box<dyn FnOnce() + Send + 'static>>) -> anyhow::Result<()>;
+    /// `group(i)` is user thread i's placement group ([`schedkit_runtime::Handle::spawn_near`]):
+    /// threads that share data get the same group.
+    fn run_all(&self, jobs: Vec<Job>, group: &dyn Fn(usize) -> usize) -> anyhow::Result<()>;
     /// The scheduler's counters so far, where it keeps them.
     fn stats(&self) -> Option<Stats> {
         None
@@ -388,8 +390,12 @@ impl Backend for SkBackend<'_> {
     fn set(e: &Event) {
         e.set();
     }
-    fn run_all(&self, jobs: Vec<Box<dyn FnOnce() + Send + 'static>>) -> anyhow::Result<()> {
-        let hs: Vec<_> = jobs.into_iter().map(|j| self.0.spawn(j)).collect();
+    fn run_all(&self, jobs: Vec<Job>, group: &dyn Fn(usize) -> usize) -> anyhow::Result<()> {
+        let hs: Vec<_> = jobs
+            .into_iter()
+            .enumerate()
+            .map(|(i, j)| self.0.handle().spawn_near(group(i), j))
+            .collect();
         for h in hs {
             h.join()
                 .map_err(|e| anyhow::anyhow!("a user thread failed: {e}"))?;
@@ -414,7 +420,7 @@ impl Backend for MayBackend {
     fn set(e: &Self::Ev) {
         e.fire();
     }
-    fn run_all(&self, jobs: Vec<Box<dyn FnOnce() + Send + 'static>>) -> anyhow::Result<()> {
+    fn run_all(&self, jobs: Vec<Job>, _group: &dyn Fn(usize) -> usize) -> anyhow::Result<()> {
         let hs: Vec<_> = jobs
             .into_iter()
             // SAFETY: may requires that coroutines do not hold thread-local references across
@@ -482,14 +488,18 @@ struct Phase {
     stats: Option<Stats>,
 }
 
+/// One user thread of a phase.
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
 /// Runs one phase's user threads to completion, timing them.
 fn timed<B: Backend>(
     be: &B,
-    jobs: Vec<Box<dyn FnOnce() + Send + 'static>>,
+    jobs: Vec<Job>,
+    group: &dyn Fn(usize) -> usize,
 ) -> anyhow::Result<Phase> {
     let before = be.stats();
     let t0 = Instant::now();
-    be.run_all(jobs)?;
+    be.run_all(jobs, group)?;
     let secs = t0.elapsed().as_secs_f64();
     // The STs update their counters after the last join returns; a short wait lets them settle
     // (only with --counters: see `SkBackend`).
@@ -533,7 +543,7 @@ fn method1<B: Backend>(
 ) -> anyhow::Result<(Phase, Phase)> {
     let w = stride(n);
     let row_ready: Arc<Vec<B::Ev>> = Arc::new((0..n).map(|_| be.event()).collect());
-    let jobs: Vec<Box<dyn FnOnce() + Send>> = (0..t)
+    let jobs: Vec<Job> = (0..t)
         .map(|th| {
             let (a, ev) = (a.clone(), row_ready.clone());
             Box::new(move || {
@@ -560,13 +570,13 @@ fn method1<B: Backend>(
                         }
                     }
                 }
-            }) as Box<dyn FnOnce() + Send>
+            }) as Job
         })
         .collect();
-    let fw = timed(be, jobs)?;
+    let fw = timed(be, jobs, &|id| id)?;
 
     let x_ready: Arc<Vec<B::Ev>> = Arc::new((0..n).map(|_| be.event()).collect());
-    let jobs: Vec<Box<dyn FnOnce() + Send>> = (0..t)
+    let jobs: Vec<Job> = (0..t)
         .map(|th| {
             let (a, x, ev) = (a.clone(), x.clone(), x_ready.clone());
             Box::new(move || {
@@ -591,10 +601,10 @@ fn method1<B: Backend>(
                     x[i] = s / a[i * w + i];
                     B::set(&ev[i]);
                 }
-            }) as Box<dyn FnOnce() + Send>
+            }) as Job
         })
         .collect();
-    Ok((fw, timed(be, jobs)?))
+    Ok((fw, timed(be, jobs, &|id| id)?))
 }
 
 /// Tile geometry of method 2 over the augmented n x (n+1) matrix.
@@ -634,11 +644,21 @@ fn method2<B: Backend>(
     let w = stride(n);
     let (r, c) = grid(t);
     let g = Tiles { n, r, c };
+    // Tiles start on the STs (the same placement for A1 and A2) by pairs of adjacent column
+    // blocks taken in a snake: block 0 alone, then 1-2, 3-4, ..., the groups alternating
+    // between the STs. The tiles of a column block pass row k's segment down at every pivot
+    // step, and a pair keeps the column right of a pivot column (the next pivot's) on the
+    // same core half the time; the offset of one balances the work, which grows to the
+    // right (4 x 8 tiles on 2 STs: 51 / 49 % of the flops, against 59 / 41 % for pairs
+    // from block 0 and 55 / 45 % for single blocks). Round robin would lay a grid with an
+    // odd column count out as a chessboard, every neighbour on the other core, which A2 (it
+    // seldom steals) keeps for the whole solve (docs/fibers.md, "Placement").
+    let by_column_snake = |id: usize| (id % c).div_ceil(2);
     // seg[k * c + J]: row k's segment in column block J is final.
     // mult[k * r + I]: the multipliers of pivot k for row block I are stored in column k.
     let seg: Arc<Vec<B::Ev>> = Arc::new((0..n * c).map(|_| be.event()).collect());
     let mult: Arc<Vec<B::Ev>> = Arc::new((0..n * r).map(|_| be.event()).collect());
-    let jobs: Vec<Box<dyn FnOnce() + Send>> = (0..t)
+    let jobs: Vec<Job> = (0..t)
         .map(|id| {
             let (a, seg, mult) = (a.clone(), seg.clone(), mult.clone());
             Box::new(move || {
@@ -680,10 +700,10 @@ fn method2<B: Backend>(
                         }
                     }
                 }
-            }) as Box<dyn FnOnce() + Send>
+            }) as Job
         })
         .collect();
-    let fw = timed(be, jobs)?;
+    let fw = timed(be, jobs, &by_column_snake)?;
 
     // Backward. x_ready[j]: x[j] is known. part_ready[I * c + J]: tile (I, J)'s partial sums
     // (over its columns, for its rows left of the block) are in partial[tile].
@@ -697,7 +717,7 @@ fn method2<B: Backend>(
             })
             .collect(),
     );
-    let jobs: Vec<Box<dyn FnOnce() + Send>> = (0..t)
+    let jobs: Vec<Job> = (0..t)
         .map(|id| {
             let (a, x, xr, pr, partial) = (
                 a.clone(),
@@ -753,10 +773,10 @@ fn method2<B: Backend>(
                     }
                     B::set(&pr[id]);
                 }
-            }) as Box<dyn FnOnce() + Send>
+            }) as Job
         })
         .collect();
-    Ok((fw, timed(be, jobs)?))
+    Ok((fw, timed(be, jobs, &by_column_snake)?))
 }
 
 fn times_table(rows: &[Row]) -> Table {
