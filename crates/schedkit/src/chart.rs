@@ -324,6 +324,38 @@ pub fn tick_label(v: f64, step: f64) -> String {
     }
 }
 
+/// Ticks of a logarithmic axis covering [lo, hi] (both > 0): 1, 2 and 5 x 10^k, the first
+/// <= lo and the last >= hi; only powers of ten when the range spans more than three decades.
+pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let (lo, hi) = if hi > lo {
+        (lo, hi)
+    } else {
+        (lo / 2.0, hi * 2.0)
+    };
+    let mantissas: &[f64] = if hi / lo > 1e3 {
+        &[1.0]
+    } else {
+        &[1.0, 2.0, 5.0]
+    };
+    let all: Vec<f64> = (lo.log10().floor() as i32 - 1..=hi.log10().ceil() as i32 + 1)
+        .flat_map(|k| mantissas.iter().map(move |m| m * 10f64.powi(k)))
+        .collect();
+    let first = all
+        .iter()
+        .rposition(|t| *t <= lo * (1.0 + 1e-9))
+        .unwrap_or(0);
+    let last = all
+        .iter()
+        .position(|t| *t >= hi * (1.0 - 1e-9))
+        .unwrap_or(all.len() - 1);
+    all[first..=last].to_vec()
+}
+
+/// A tick label of a logarithmic axis: as many decimals as the tick's own magnitude needs.
+fn log_tick_label(v: f64) -> String {
+    tick_label(v, 10f64.powf(v.log10().floor()))
+}
+
 /// The unit a time axis spanning `span_ns` reads best in: (nanoseconds per unit, symbol).
 pub fn time_unit(span_ns: u64) -> (f64, &'static str) {
     match span_ns {
@@ -339,6 +371,8 @@ pub fn time_unit(span_ns: u64) -> (f64, &'static str) {
 pub struct Axis {
     pub label: String,
     pub unit: String,
+    /// Logarithmic: ticks at 1, 2 and 5 x 10^k, values <= 0 left out.
+    pub log: bool,
 }
 
 impl Axis {
@@ -346,7 +380,14 @@ impl Axis {
         Axis {
             label: label.to_string(),
             unit: unit.to_string(),
+            log: false,
         }
+    }
+
+    /// The same axis on a logarithmic scale, for values that span decades.
+    pub fn log(mut self) -> Axis {
+        self.log = true;
+        self
     }
 
     /// "waiting (ms)", or just the label when there is no unit.
@@ -514,14 +555,44 @@ struct Scale {
     d1: f64,
     p0: f64,
     p1: f64,
+    /// Maps log10 of the value (d0 and d1 are then log10 too).
+    log: bool,
 }
 
 impl Scale {
+    fn new(axis: &Axis, ticks: &[f64], p0: f64, p1: f64) -> Scale {
+        let f = |v: f64| if axis.log { v.log10() } else { v };
+        Scale {
+            d0: f(ticks[0]),
+            d1: f(*ticks.last().expect("at least one tick")),
+            p0,
+            p1,
+            log: axis.log,
+        }
+    }
+
     fn map(&self, v: f64) -> f64 {
         if self.d1 == self.d0 {
             return self.p0;
         }
+        let v = if self.log { v.log10() } else { v };
         self.p0 + (v - self.d0) / (self.d1 - self.d0) * (self.p1 - self.p0)
+    }
+}
+
+/// An axis's ticks for the data range [lo, hi], and the label of each.
+fn axis_ticks(axis: &Axis, lo: f64, hi: f64, target: usize) -> Vec<(f64, String)> {
+    if axis.log {
+        log_ticks(lo, hi)
+            .into_iter()
+            .map(|t| (t, log_tick_label(t)))
+            .collect()
+    } else {
+        let (ticks, step) = nice_ticks(lo, hi, target);
+        ticks
+            .into_iter()
+            .map(|t| (t, tick_label(t, step)))
+            .collect()
     }
 }
 
@@ -545,26 +616,20 @@ fn data_range(values: impl Iterator<Item = f64>, include_zero: bool) -> (f64, f6
 /// Draws a vertical value axis (ticks, grid, label) on the left of `plot`; returns its scale.
 fn y_axis(svg: &mut Svg, plot: Rect, axis: &Axis, lo: f64, hi: f64) -> Scale {
     // A little headroom so the tallest bar or point does not touch the frame.
-    let hi = if hi > 0.0 { hi + (hi - lo) * 0.04 } else { hi };
-    let target = ((plot.h / 45.0).round() as usize).clamp(2, 10);
-    let (ticks, step) = nice_ticks(lo, hi, target);
-    let scale = Scale {
-        d0: ticks[0],
-        d1: *ticks.last().expect("at least one tick"),
-        p0: plot.y + plot.h,
-        p1: plot.y,
+    let hi = if hi > 0.0 && !axis.log {
+        hi + (hi - lo) * 0.04
+    } else {
+        hi
     };
-    for &t in &ticks {
-        let y = scale.map(t);
+    let target = ((plot.h / 45.0).round() as usize).clamp(2, 10);
+    let ticks = axis_ticks(axis, lo, hi, target);
+    let values: Vec<f64> = ticks.iter().map(|t| t.0).collect();
+    let scale = Scale::new(axis, &values, plot.y + plot.h, plot.y);
+    for (t, label) in &ticks {
+        let y = scale.map(*t);
         svg.dashed(plot.x, y, plot.x + plot.w, y, GRID_COLOR);
         svg.line(plot.x - 5.0, y, plot.x, y, AXIS_COLOR, 1.0);
-        svg.text(
-            plot.x - 8.0,
-            y + 4.0,
-            &tick_label(t, step),
-            TICK_FONT,
-            Anchor::End,
-        );
+        svg.text(plot.x - 8.0, y + 4.0, label, TICK_FONT, Anchor::End);
     }
     svg.line(plot.x, plot.y, plot.x, plot.y + plot.h, AXIS_COLOR, 1.0);
     svg.text_rot(
@@ -582,25 +647,15 @@ fn y_axis(svg: &mut Svg, plot: Rect, axis: &Axis, lo: f64, hi: f64) -> Scale {
 /// Draws a horizontal value axis under `plot`; returns its scale.
 fn x_axis(svg: &mut Svg, plot: Rect, axis: &Axis, lo: f64, hi: f64) -> Scale {
     let target = ((plot.w / 90.0).round() as usize).clamp(2, 12);
-    let (ticks, step) = nice_ticks(lo, hi, target);
-    let scale = Scale {
-        d0: ticks[0],
-        d1: *ticks.last().expect("at least one tick"),
-        p0: plot.x,
-        p1: plot.x + plot.w,
-    };
+    let ticks = axis_ticks(axis, lo, hi, target);
+    let values: Vec<f64> = ticks.iter().map(|t| t.0).collect();
+    let scale = Scale::new(axis, &values, plot.x, plot.x + plot.w);
     let base = plot.y + plot.h;
-    for &t in &ticks {
-        let x = scale.map(t);
+    for (t, label) in &ticks {
+        let x = scale.map(*t);
         svg.dashed(x, plot.y, x, base, GRID_COLOR);
         svg.line(x, base, x, base + 5.0, AXIS_COLOR, 1.0);
-        svg.text(
-            x,
-            base + 18.0,
-            &tick_label(t, step),
-            TICK_FONT,
-            Anchor::Middle,
-        );
+        svg.text(x, base + 18.0, label, TICK_FONT, Anchor::Middle);
     }
     svg.line(plot.x, base, plot.x + plot.w, base, AXIS_COLOR, 1.0);
     svg.text(
@@ -692,7 +747,8 @@ impl Chart for LineChart {
         let (xlo, xhi) = data_range(
             self.series
                 .iter()
-                .flat_map(|s| s.points.iter().map(|p| p.0)),
+                .flat_map(|s| s.points.iter().map(|p| p.0))
+                .filter(|v| !self.x.log || *v > 0.0),
             false,
         );
         let ys = self.series.iter().flat_map(|s| {
@@ -702,7 +758,10 @@ impl Chart for LineChart {
                     .flat_map(|e| e.iter().flat_map(|(a, b)| [*a, *b])),
             )
         });
-        let (ylo, yhi) = data_range(ys, self.y_from_zero);
+        let (ylo, yhi) = data_range(
+            ys.filter(|v| !self.y.log || *v > 0.0),
+            self.y_from_zero && !self.y.log,
+        );
         let ys = y_axis(svg, plot, &self.y, ylo, yhi);
         let xs = x_axis(svg, plot, &self.x, xlo, xhi);
         for (i, s) in self.series.iter().enumerate() {
@@ -710,6 +769,7 @@ impl Chart for LineChart {
             let pts: Vec<(f64, f64)> = s
                 .points
                 .iter()
+                .filter(|(x, y)| (!self.x.log || *x > 0.0) && (!self.y.log || *y > 0.0))
                 .map(|(x, y)| (xs.map(*x), ys.map(*y)))
                 .collect();
             if let Some(errs) = &s.errors {
@@ -1056,6 +1116,45 @@ mod tests {
         // Degenerate ranges still give an axis.
         let (t, _) = nice_ticks(3.0, 3.0, 5);
         assert!(t.len() >= 2);
+    }
+
+    #[test]
+    fn log_ticks_cover_the_range_in_1_2_5_steps() {
+        let t = log_ticks(0.041, 9.44);
+        assert_eq!(t.first().copied(), Some(0.02));
+        assert_eq!(t.last().copied(), Some(10.0));
+        assert!(
+            t.contains(&0.05) && t.contains(&0.5) && t.contains(&5.0),
+            "{t:?}"
+        );
+        let labels: Vec<String> = t.iter().map(|v| log_tick_label(*v)).collect();
+        assert_eq!(labels[..3], ["0.02", "0.05", "0.1"]);
+        assert_eq!(
+            log_ticks(32.0, 7936.0),
+            [20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0]
+        );
+        // More than three decades: powers of ten only.
+        assert_eq!(
+            log_ticks(0.5, 20000.0),
+            [0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0]
+        );
+    }
+
+    #[test]
+    fn log_axes_leave_out_values_they_cannot_place() {
+        let mut ch = LineChart::new(
+            "log",
+            Axis::new("threads", "").log(),
+            Axis::new("time", "s").log(),
+        );
+        ch.series(Series::new(
+            "a",
+            vec![(0.0, 1.0), (32.0, 0.0), (128.0, 0.5), (496.0, 2.0)],
+        ));
+        let svg = ch.to_svg(500.0, 300.0);
+        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+        // Only the two placeable points are drawn.
+        assert_eq!(svg.matches("<circle").count(), 2, "{svg}");
     }
 
     #[test]

@@ -38,7 +38,7 @@ use rand_chacha::ChaCha8Rng;
 use schedkit_runtime::{Arch, Config, Event, EventKind, Runtime, Stats};
 use serde::Serialize;
 
-use crate::chart::{Axis, Chart, LineChart, Series};
+use crate::chart::{side_by_side, Axis, Chart, LineChart, Series};
 use crate::cli::{Failure, EXIT_BAD_INPUT};
 
 /// The paper's thread counts.
@@ -295,7 +295,7 @@ pub fn run(a: FibersGaussArgs) -> Result<(), Failure> {
         }
     }
     if !rows.is_empty() {
-        let svg = chart(&rows, size).to_svg(900.0, 560.0);
+        let svg = chart(&rows, size);
         std::fs::write(&a.svg, svg).with_context(|| format!("writing {}", a.svg.display()))?;
         eprintln!("chart: {}", a.svg.display());
     }
@@ -878,27 +878,42 @@ fn speedup_table(rows: &[Row]) -> Option<Table> {
     any.then_some(t)
 }
 
-fn chart(rows: &[Row], size: usize) -> LineChart {
-    let mut ch = LineChart::new(
+/// One panel per method, log-log (times span three decades), an architecture per line with
+/// the same colour in both panels.
+fn chart(rows: &[Row], size: usize) -> String {
+    let mut archs: Vec<&str> = rows.iter().map(|r| r.arch.as_str()).collect();
+    archs.sort_by_key(|a| ["A0", "A1", "A2", "may"].iter().position(|k| k == a));
+    archs.dedup();
+    let mut methods: Vec<u8> = rows.iter().map(|r| r.method).collect();
+    methods.sort();
+    methods.dedup();
+    let panels: Vec<LineChart> = methods
+        .iter()
+        .map(|&m| {
+            let name = if m == 1 { "rows" } else { "tiles" };
+            let mut ch = LineChart::new(
+                &format!("method {m} ({name})"),
+                Axis::new("user threads", "").log(),
+                Axis::new("forward + backward time, median", "s").log(),
+            );
+            for arch in &archs {
+                let pts: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|r| r.method == m && r.arch == *arch)
+                    .map(|r| (r.threads as f64, r.total_s))
+                    .collect();
+                ch.series(Series::new(arch, pts));
+            }
+            ch
+        })
+        .collect();
+    let refs: Vec<&dyn Chart> = panels.iter().map(|c| c as &dyn Chart).collect();
+    side_by_side(
         &format!("Blocked Gaussian elimination (n = {size}): solve time against user threads"),
-        Axis::new(
-            "log2 of user threads (5 = 32, 7 = 128, 9 ~ 496, 12 ~ 3968)",
-            "",
-        ),
-        Axis::new("forward + backward time, median", "s"),
-    );
-    let mut keys: Vec<(u8, String)> = rows.iter().map(|r| (r.method, r.arch.clone())).collect();
-    keys.sort();
-    keys.dedup();
-    for (m, arch) in keys {
-        let pts: Vec<(f64, f64)> = rows
-            .iter()
-            .filter(|r| r.method == m && r.arch == arch)
-            .map(|r| ((r.threads as f64).log2(), r.total_s))
-            .collect();
-        ch.series(Series::new(&format!("method {m}, {arch}"), pts));
-    }
-    ch
+        &refs,
+        560.0,
+        480.0,
+    )
 }
 
 #[cfg(test)]
