@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{json_of, schedkit};
+use common::{json_of, schedkit, schedkit_in};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -318,4 +318,76 @@ fn compare_runs_each_policy_and_rejects_unknown_ones() {
         assert!(stderr.contains("--policies"), "{stderr}");
         assert!(!stderr.contains("panicked"));
     }
+}
+
+/// `experiment fibers-gauss`: the JSON rows the issue names, a small residual in every run,
+/// the chart with one panel per method, and bad options refused with status 2.
+#[test]
+fn fibers_gauss_json_chart_and_bad_options() {
+    let dir = scratch();
+    let svg = dir.path().join("fg.svg");
+    let out = schedkit_in(
+        &[
+            "experiment",
+            "fibers-gauss",
+            "--quick",
+            "--arch",
+            "A1,A2",
+            "--threads",
+            "32,128",
+            "--json",
+            "--svg",
+            svg.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let v = json_of(&out);
+    let rows = v["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2 * 2 * 2, "methods x threads x archs: {v}");
+    for r in rows {
+        for key in [
+            "method",
+            "arch",
+            "threads",
+            "size",
+            "forward_s",
+            "backward_s",
+            "total_s",
+        ] {
+            assert!(!r[key].is_null(), "{key} missing in {r}");
+        }
+        let total = r["total_s"].as_f64().unwrap();
+        let sum = r["forward_s"].as_f64().unwrap() + r["backward_s"].as_f64().unwrap();
+        assert!((total - sum).abs() < 1e-9, "{r}");
+        assert!(r["residual"].as_f64().unwrap() < 1e-8, "{r}");
+    }
+    let text = std::fs::read_to_string(&svg).expect("chart written");
+    assert_well_formed_svg(&text);
+    for needle in [
+        "method 1 (rows)",
+        "method 2 (tiles)",
+        "user threads",
+        "A1",
+        "A2",
+    ] {
+        assert!(text.contains(needle), "chart lacks {needle}");
+    }
+    renders(&svg);
+    for bad in [["--arch", "A3"], ["--threads", "0"], ["--method", "3"]] {
+        let out = schedkit_in(
+            &["experiment", "fibers-gauss", "--quick", bad[0], bad[1]],
+            dir.path(),
+        );
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(bad[0]), "{bad:?}: {stderr}");
+    }
+    // Nothing but the requested chart (and its PNG rendering) was written.
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names.retain(|n| n != "fg.png");
+    assert_eq!(names, ["fg.svg"]);
 }
