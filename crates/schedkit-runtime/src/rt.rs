@@ -730,8 +730,9 @@ impl Handle {
     /// Spawns a user thread that starts on the scheduler thread `group mod STs`, where user
     /// threads given the same group start together; like any fiber it may be stolen later.
     /// A program states with it which of its threads share data, so that a grid of tiles is
-    /// not laid on the STs by the accident of its spawn order (seed 003's method 2 gives each
-    /// tile its column block). Under A0 the hint is ignored: the OS places its threads.
+    /// not laid on the STs by the accident of its spawn order (`fibers-gauss` groups seed
+    /// 003's tiles by pairs of column blocks). Under A0 the hint is ignored: the OS places its
+    /// threads.
     pub fn spawn_near<F, T>(&self, group: usize, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
