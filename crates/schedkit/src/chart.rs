@@ -327,6 +327,13 @@ pub fn tick_label(v: f64, step: f64) -> String {
 /// Ticks of a logarithmic axis covering [lo, hi] (both > 0): 1, 2 and 5 x 10^k, the first
 /// <= lo and the last >= hi; only powers of ten when the range spans more than three decades.
 pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    // A range with nothing a logarithm can place (no data: `data_range` gives [0, 1]) gets a
+    // decade, not a tick loop from log10(0) = -inf.
+    let (lo, hi) = match (lo > 0.0 && lo.is_finite(), hi > 0.0 && hi.is_finite()) {
+        (true, true) => (lo, hi),
+        (false, true) => (hi / 10.0, hi),
+        _ => (1.0, 10.0),
+    };
     let (lo, hi) = if hi > lo {
         (lo, hi)
     } else {
@@ -388,6 +395,11 @@ impl Axis {
     pub fn log(mut self) -> Axis {
         self.log = true;
         self
+    }
+
+    /// Whether a value has a place on this axis (a logarithmic one has none for v <= 0).
+    pub fn places(&self, v: f64) -> bool {
+        !self.log || v > 0.0
     }
 
     /// "waiting (ms)", or just the label when there is no unit.
@@ -748,7 +760,7 @@ impl Chart for LineChart {
             self.series
                 .iter()
                 .flat_map(|s| s.points.iter().map(|p| p.0))
-                .filter(|v| !self.x.log || *v > 0.0),
+                .filter(|v| self.x.places(*v)),
             false,
         );
         let ys = self.series.iter().flat_map(|s| {
@@ -759,7 +771,7 @@ impl Chart for LineChart {
             )
         });
         let (ylo, yhi) = data_range(
-            ys.filter(|v| !self.y.log || *v > 0.0),
+            ys.filter(|v| self.y.places(*v)),
             self.y_from_zero && !self.y.log,
         );
         let ys = y_axis(svg, plot, &self.y, ylo, yhi);
@@ -769,7 +781,7 @@ impl Chart for LineChart {
             let pts: Vec<(f64, f64)> = s
                 .points
                 .iter()
-                .filter(|(x, y)| (!self.x.log || *x > 0.0) && (!self.y.log || *y > 0.0))
+                .filter(|(x, y)| self.x.places(*x) && self.y.places(*y))
                 .map(|(x, y)| (xs.map(*x), ys.map(*y)))
                 .collect();
             if let Some(errs) = &s.errors {
@@ -1133,6 +1145,9 @@ mod tests {
             log_ticks(32.0, 7936.0),
             [20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0]
         );
+        // Nothing placeable (an empty chart's [0, 1]): one decade, not a runaway loop.
+        assert_eq!(log_ticks(0.0, 1.0), [0.1, 0.2, 0.5, 1.0]);
+        assert_eq!(log_ticks(0.0, 0.0), [1.0, 2.0, 5.0, 10.0]);
         // More than three decades: powers of ten only.
         assert_eq!(
             log_ticks(0.5, 20000.0),
@@ -1155,6 +1170,12 @@ mod tests {
         assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
         // Only the two placeable points are drawn.
         assert_eq!(svg.matches("<circle").count(), 2, "{svg}");
+        // A log chart with nothing to place still draws its axes.
+        let mut empty = LineChart::new("none", Axis::new("x", "").log(), Axis::new("y", "s").log());
+        empty.series(Series::new("a", vec![(0.0, 0.0)]));
+        let svg = empty.to_svg(500.0, 300.0);
+        assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+        assert_eq!(svg.matches("<circle").count(), 0, "{svg}");
     }
 
     #[test]
