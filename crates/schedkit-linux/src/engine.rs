@@ -164,6 +164,8 @@ pub struct RunOptions {
     /// Iterations per thread of built-in workloads (experiments fix the amount of work, not
     /// the CPU time); `None`: the scenario's `burst` or the horizon decides.
     pub iterations: Option<u64>,
+    /// The lease, leftovers of dead runs, and whether the job outlives the run.
+    pub guard: crate::guard::GuardOptions,
 }
 
 impl RunOptions {
@@ -179,6 +181,12 @@ impl RunOptions {
             progress: None,
             counters: None,
             iterations: None,
+            // Library callers (experiments, tests) queue behind other runs; the CLI
+            // refuses unless asked to wait.
+            guard: crate::guard::GuardOptions {
+                wait: Some(Duration::MAX),
+                ..Default::default()
+            },
         }
     }
 }
@@ -578,23 +586,40 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     let mut warnings = Vec::new();
     let ncpu = topo.online.iter().last().map_or(1, |c| c + 1);
 
-    // Journal only when the run changes shared state.
-    let needs_journal = matches!(
-        opts.policy,
-        RunPolicy::Exclusive(_)
-            | RunPolicy::Rr { .. }
-            | RunPolicy::Gang { .. }
-            | RunPolicy::ProcessFair
-            | RunPolicy::Fair { .. }
-    );
-    let mut journal = if needs_journal {
-        Some(Journal::create(&opts.state_dir, &roots)?)
-    } else {
-        None
+    // The lease, the stale check, the journal and the job cgroups (crate::guard).
+    let crate::guard::Guard {
+        mut journal,
+        jobs,
+        restored,
+        lease,
+    } = crate::guard::prepare(
+        scenario,
+        &opts.policy,
+        &roots,
+        &opts.state_dir,
+        &opts.guard,
+        &mut warnings,
+    )?;
+    for r in &restored {
+        warnings.push(format!(
+            "--restore-stale: undid the changes of a dead run ({})",
+            r.display()
+        ));
+    }
+    let mut jobs = jobs;
+    // The engine above the job's normal threads and below its real-time ones.
+    let mut _engine_class = match crate::guard::engine_priority(&opts.policy, scenario) {
+        Some(p) => match crate::guard::EngineClass::raise(p) {
+            Ok(c) => Some(c),
+            Err(m) => {
+                warnings.push(m);
+                None
+            }
+        },
+        None => None,
     };
     let mut isolation = None;
     let mut job_cpus = topo.online.clone();
-    let mut _engine_class = None;
     match &opts.policy {
         RunPolicy::Exclusive(cfg) => {
             let mut cfg = cfg.clone();
@@ -617,7 +642,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
             // the job late (it allocates the job's memory and creates its threads, which
             // inherit its class until they move to their own cores at their own priority).
             affinity::set_thread(0, &iso.system)?;
-            _engine_class = RaisedClass::fifo(10);
+            _engine_class = crate::guard::EngineClass::raise(10).ok();
             iso.apply(journal.as_mut().expect("journal"), &cfg)?;
             job_cpus = iso.job.clone();
             isolation = Some((iso, cfg));
@@ -674,6 +699,8 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     // Next sample that reads `status` too (switch counts; module docs).
     let mut next_full = 0u64;
     let mut buf = vec![0u8; 4096];
+    // Processes whose own real-time class exclusive mode kept (warned once each).
+    let mut kept_rt: std::collections::BTreeSet<usize> = Default::default();
 
     // Placement of one new job thread (called from the sampler for commands, and from the
     // thread itself for built-in workloads).
@@ -729,8 +756,13 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                 let sp = &scenario.processes[p];
                 let start_ns = origin.elapsed().as_nanos() as u64;
                 let body = if let Some(cmd) = &sp.command {
-                    let g = spawn::fork_gated(cmd)?;
+                    let g = spawn::fork_gated(cmd, !opts.guard.keep_running)?;
                     let pid = g.pid;
+                    // Into the run's job cgroup before it runs: everything it forks, even
+                    // what leaves its process group, is born inside and ends with the run.
+                    if let Some(j) = jobs.as_mut() {
+                        j.attach_new(pid)?;
+                    }
                     if let Some((iso, _)) = isolation.as_mut() {
                         iso.exempt(pid);
                     }
@@ -870,7 +902,26 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         }
                         if let Some(pol) = pol {
                             if let Ok(cur) = sched::get_thread(tid) {
-                                if cur != pol {
+                                let own_rt = matches!(
+                                    cur,
+                                    Policy::Fifo { .. }
+                                        | Policy::Rr { .. }
+                                        | Policy::Deadline { .. }
+                                );
+                                if own_rt && matches!(opts.policy, RunPolicy::Exclusive(_)) {
+                                    // The job chose a real-time class itself (cyclictest's
+                                    // -p 80): exclusive mode pins it but keeps its choice.
+                                    if cur != pol && kept_rt.insert(p) {
+                                        warnings.push(format!(
+                                            "{}: kept the job's own {} (exclusive mode gives \
+                                             job threads {} only when they choose no \
+                                             real-time class)",
+                                            scenario.processes[p].name,
+                                            cur.name_with_priority(),
+                                            pol.name_with_priority()
+                                        ));
+                                    }
+                                } else if cur != pol {
                                     let _ = sched::set_thread(tid, pol);
                                 }
                             }
@@ -1006,10 +1057,19 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     stop_threads.store(true, Ordering::Relaxed);
     // Demote the job's remaining threads first: a FIFO thread spinning on a CPU would keep
     // its own process (or a waiting parent on that CPU) from running to handle the signal.
-    for tr in tracks.iter().filter(|t| !t.finished) {
+    // (A job kept running with --keep-running keeps its class: it was asked to go on.)
+    let keep = opts.guard.keep_running;
+    for tr in tracks
+        .iter()
+        .filter(|t| !(t.finished || keep && t.shared.is_none()))
+    {
         let _ = sched::set_thread(tr.tid, Policy::Other { nice: 0 });
     }
     for pr in procs.iter_mut().flatten() {
+        if let (true, Body::Command { exit, .. }) = (keep && pr.end_ns.is_none(), &mut pr.body) {
+            *exit = Some("left running (--keep-running)".into());
+            continue;
+        }
         if pr.end_ns.is_none() {
             if let Body::Command { pid, exit } = &mut pr.body {
                 // Threads started since the last sample are not tracked yet: demote them too.
@@ -1020,6 +1080,16 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                 }
                 *exit = Some(spawn::terminate(*pid, Duration::from_millis(200)));
             }
+        }
+    }
+    // What outlived the commands' main processes (daemons, double forks) ends now too.
+    if let Some(j) = jobs.as_ref() {
+        let left = j.terminate(Duration::from_millis(200));
+        if left > 0 {
+            warnings.push(format!(
+                "ended {left} process(es) of the job that ignored SIGTERM or outlived its \
+                 command (children that left its process group)"
+            ));
         }
     }
     for tr in &mut tracks {
@@ -1119,6 +1189,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     // Undo (also on error: the journal's Drop would, but we want the report).
     let undone = journal.as_mut().map(|j| j.undo()).unwrap_or_default();
     drop(journal);
+    drop(lease);
     // Gang cgroups go once the journal no longer needs their freeze files.
     let gang = gang.map(|g| g.finish());
     result?;

@@ -64,6 +64,9 @@ pub enum Entry {
         tasks_file: String,
         back: PathBuf,
     },
+    /// The run's job cgroups (`<mount>/schedkit-<pid>`, see [`crate::jobcg`]): undo ends
+    /// every process in the subtree, before any other entry is undone, and removes it.
+    Job { path: PathBuf, v2: bool },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -277,16 +280,36 @@ impl Drop for Journal {
     }
 }
 
-/// Undoes `entries` newest first.
+/// Undoes `entries` newest first, except that every job is ended before anything else is
+/// undone (a job must not go on running once its placement, class or IRQ isolation has
+/// been taken back) and its cgroups removed after everything else (a frozen v1 job dies
+/// only once the freezer's own entry has thawed it).
 pub fn undo_entries(roots: &Roots, entries: &[Entry]) -> Vec<Undone> {
-    entries
+    for e in entries {
+        if let Entry::Job { path, v2 } = e {
+            crate::jobcg::kill_tree(path, *v2);
+        }
+    }
+    let mut out: Vec<Undone> = entries
         .iter()
         .rev()
+        .filter(|e| !matches!(e, Entry::Job { .. }))
         .map(|e| Undone {
             entry: e.clone(),
             outcome: undo_one(roots, e),
         })
-        .collect()
+        .collect();
+    out.extend(
+        entries
+            .iter()
+            .rev()
+            .filter(|e| matches!(e, Entry::Job { .. }))
+            .map(|e| Undone {
+                entry: e.clone(),
+                outcome: undo_one(roots, e),
+            }),
+    );
+    out
 }
 
 fn undo_one(roots: &Roots, e: &Entry) -> std::result::Result<bool, String> {
@@ -353,6 +376,7 @@ fn undo_one(roots: &Roots, e: &Entry) -> std::result::Result<bool, String> {
             tasks_file,
             back,
         } => crate::cgroup::remove(path, tasks_file, back),
+        Entry::Job { path, v2 } => crate::jobcg::reap(path, *v2, std::time::Duration::from_secs(3)),
         Entry::Stopped { pid, starttime } => {
             if self_starttime(roots, *pid) != Some(*starttime) {
                 return Ok(false);
@@ -443,4 +467,36 @@ pub fn restore(dir: &Path, roots: &Roots, force: bool) -> Result<Vec<Restored>> 
         });
     }
     Ok(out)
+}
+
+/// The owner (pid, start time) named by a journal's header, if it has a readable one.
+pub fn read_owner(path: &Path) -> Option<(i32, u64)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let h: Header = serde_json::from_str(text.lines().next()?).ok()?;
+    Some((h.pid, h.starttime))
+}
+
+/// Journals in `dir` whose owner no longer runs: changes a dead run never undid.
+pub fn dead_journals(dir: &Path, roots: &Roots) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("journal-") && n.ends_with(".jsonl"))
+        })
+        .filter(|p| match read_owner(p) {
+            Some((pid, st)) => {
+                pid != std::process::id() as i32 && self_starttime(roots, pid) != Some(st)
+            }
+            // Unreadable: not ours to judge here; `restore` reports it.
+            None => false,
+        })
+        .collect();
+    out.sort();
+    out
 }

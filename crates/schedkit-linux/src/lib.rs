@@ -30,8 +30,11 @@ pub mod deadline;
 pub mod engine;
 pub mod exclusive;
 pub mod freezer;
+pub mod guard;
 pub mod irq;
+pub mod jobcg;
 pub mod journal;
+pub mod lease;
 pub mod perf;
 pub mod privilege;
 pub mod procfs;
@@ -45,13 +48,20 @@ pub mod workload;
 use std::path::{Path, PathBuf};
 
 /// Errors of the Linux layer. `Input` is the user's mistake (exit 2 at the CLI), `Privilege`
-/// a missing right (exit 3), `Os` everything else.
+/// a missing right (exit 3), `Busy` another run holding the machine (exit 4), `Stale` a dead
+/// run's changes not yet undone (exit 5), `Os` everything else.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{0}")]
     Input(String),
     #[error("{0}")]
     Privilege(String),
+    /// Another live run holds what this one needs (the machine lease).
+    #[error("{0}")]
+    Busy(String),
+    /// A dead run's changes were never undone; `schedkit restore` first.
+    #[error("{0}")]
+    Stale(String),
     #[error("{what}: {source}")]
     Os {
         what: String,

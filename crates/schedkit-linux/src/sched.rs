@@ -81,6 +81,22 @@ impl Policy {
             Policy::Deadline { .. } => "SCHED_DEADLINE",
         }
     }
+
+    /// `SCHED_FIFO 80`, `SCHED_OTHER nice 5`, `SCHED_DEADLINE 1000000/10000000 ns`.
+    pub fn name_with_priority(&self) -> String {
+        match *self {
+            Policy::Other { nice } | Policy::Batch { nice } => {
+                format!("{} nice {nice}", self.name())
+            }
+            Policy::Idle => self.name().into(),
+            Policy::Fifo { priority } | Policy::Rr { priority } => {
+                format!("{} {priority}", self.name())
+            }
+            Policy::Deadline {
+                runtime, period, ..
+            } => format!("{} {runtime}/{period} ns", self.name()),
+        }
+    }
 }
 
 const SCHED_DEADLINE: u32 = 6;

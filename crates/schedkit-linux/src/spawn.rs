@@ -6,8 +6,10 @@
 //!
 //! ```text
 //! parent: pipe(gate), pipe(report, CLOEXEC) ── fork ──▶ child: close gate writer,
-//!         set affinity/class/counters on pid           PR_SET_PDEATHSIG(SIGKILL),
-//!         close gate writer ──────────────────────────▶ read(gate) returns 0, execvp
+//!         cgroup, affinity, class, counters on pid     PR_SET_PDEATHSIG(SIGKILL),
+//!                                                      getppid() still the parent?
+//!         write one byte, close gate writer ──────────▶ read(gate) returns 1, execvp
+//!                                                      (0 = parent died: _exit(126))
 //!         read(report): 0 bytes = exec'ed,              exec failed: write errno, _exit(127)
 //!                       4 bytes = errno of the failure
 //! ```
@@ -41,8 +43,10 @@ pub fn resolve(prog: &str) -> Option<std::path::PathBuf> {
         .find(|p| exec(p))
 }
 
-/// Forks `argv` and holds it before exec.
-pub fn fork_gated(argv: &[String]) -> Result<Gated> {
+/// Forks `argv` and holds it before exec. With `die_with_parent`, the child gets SIGKILL
+/// when the forking thread exits (PR_SET_PDEATHSIG); without it (`--keep-running`), it
+/// outlives the run.
+pub fn fork_gated(argv: &[String], die_with_parent: bool) -> Result<Gated> {
     let cargs: Vec<CString> = argv
         .iter()
         .map(|a| CString::new(a.as_str()))
@@ -60,8 +64,10 @@ pub fn fork_gated(argv: &[String]) -> Result<Gated> {
             return Err(Error::last_os("pipe2"));
         }
     }
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: after fork the child only calls async-signal-safe functions (close, prctl,
-    // read, execvp, write, _exit) on memory prepared before the fork.
+    // getppid, read, execvp, write, _exit) on memory prepared before the fork.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(Error::last_os("fork"));
@@ -72,13 +78,24 @@ pub fn fork_gated(argv: &[String]) -> Result<Gated> {
             libc::close(report[0]);
             // Its own process group, so the whole job (children included) can be ended.
             libc::setpgid(0, 0);
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+            if die_with_parent {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+                // The parent may have died before prctl took effect: then no signal comes.
+                if libc::getppid() != parent {
+                    libc::_exit(126);
+                }
+            }
+            // The gate opens with one byte; end of file means the parent died before
+            // releasing us (its placement, cgroup and class were never made): never exec.
             let mut b = 0u8;
-            loop {
+            let n = loop {
                 let n = libc::read(gate[0], (&mut b as *mut u8).cast(), 1);
                 if n >= 0 || *libc::__errno_location() != libc::EINTR {
-                    break;
+                    break n;
                 }
+            };
+            if n != 1 {
+                libc::_exit(126);
             }
             libc::execvp(ptrs[0], ptrs.as_ptr());
             let e: i32 = *libc::__errno_location();
@@ -104,6 +121,8 @@ impl Gated {
         let mut e = 0i32;
         // SAFETY: fds we own; e is 4 bytes.
         let n = unsafe {
+            let go = 1u8;
+            libc::write(self.gate_w, (&go as *const u8).cast(), 1);
             libc::close(self.gate_w);
             let n = libc::read(self.report_r, (&mut e as *mut i32).cast(), 4);
             libc::close(self.report_r);

@@ -20,8 +20,14 @@ use schedkit_linux::perf::CounterKind;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-/// Exit status for missing privileges.
+/// Exit status for missing privileges, or a run that cannot do what the scenario asks.
 pub const EXIT_PRIVILEGE: u8 = 3;
+/// Exit status when another live schedkit run holds what this run needs (the machine
+/// lease); `--wait` queues instead.
+pub const EXIT_BUSY: u8 = 4;
+/// Exit status when a dead run's changes were never undone; `schedkit restore` first, or
+/// `--restore-stale`.
+pub const EXIT_STALE: u8 = 5;
 
 impl From<schedkit_linux::Error> for Failure {
     fn from(e: schedkit_linux::Error) -> Failure {
@@ -29,6 +35,8 @@ impl From<schedkit_linux::Error> for Failure {
             status: match e {
                 schedkit_linux::Error::Input(_) => EXIT_BAD_INPUT,
                 schedkit_linux::Error::Privilege(_) => EXIT_PRIVILEGE,
+                schedkit_linux::Error::Busy(_) => EXIT_BUSY,
+                schedkit_linux::Error::Stale(_) => EXIT_STALE,
                 schedkit_linux::Error::Os { .. } => 1,
             },
             message: e.to_string(),
@@ -92,6 +100,19 @@ pub struct RunArgs {
     /// exclusive-mode actions) as JSON into this file.
     #[arg(long, value_name = "FILE.json")]
     pub linux_json: Option<PathBuf>,
+    /// When another schedkit run holds what this run needs (exclusive mode, the SCHED_RR
+    /// time slice, machine state a fair-share run changes), wait for it instead of exiting 4;
+    /// with a DURATION (`30s`), wait at most that long.
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "forever")]
+    pub wait: Option<String>,
+    /// When a dead schedkit run's changes were never undone, undo them first (as `schedkit
+    /// restore` would) instead of exiting 5.
+    #[arg(long)]
+    pub restore_stale: bool,
+    /// Leave the command running when the run ends (no job cgroup, no SIGTERM at the
+    /// horizon, no SIGKILL when schedkit dies); its placement stays as set.
+    #[arg(long)]
+    pub keep_running: bool,
     /// The command to run (after `--`), e.g. `schedkit run --exclusive -- ./solver input`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -206,8 +227,35 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
             "--system-cores and --rt-throttle apply to exclusive mode only (add --exclusive)",
         ));
     }
+    if a.priority.is_some() && !policy_takes_priority(&policy) {
+        return Err(bad(
+            "--priority: this run's policy does not use real-time priorities (it applies to \
+             fcfs, rr and exclusive runs: add --exclusive, or give `policy.name = \"fcfs\"` \
+             or `\"rr\"` in the scenario)",
+        ));
+    }
+    let wait = match a.wait.as_deref() {
+        None => None,
+        Some("forever") => Some(std::time::Duration::MAX),
+        Some(d) => Some(std::time::Duration::from_nanos(
+            Nanos::parse(d).map_err(|m| bad(format!("--wait: {m}")))?.0,
+        )),
+    };
+    if a.keep_running && (a.command.is_empty() || a.exclusive) {
+        return Err(bad(
+            "--keep-running: applies to one command run without --exclusive (`schedkit run \
+             --keep-running -- CMD`)",
+        ));
+    }
     engine::install_signal_handlers();
     let mut opts = RunOptions::new(policy);
+    opts.guard = schedkit_linux::guard::GuardOptions {
+        wait,
+        restore_stale: a.restore_stale,
+        keep_running: a.keep_running,
+        lease_dir: None,
+        command_line: std::env::args().collect::<Vec<_>>().join(" "),
+    };
     opts.sample = std::time::Duration::from_nanos(sample.0);
     opts.perf = !a.no_perf;
     let bounded = a.command.is_empty() || horizon.is_some();
@@ -261,6 +309,13 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
         });
     }
     Ok(())
+}
+
+fn policy_takes_priority(p: &RunPolicy) -> bool {
+    matches!(
+        p,
+        RunPolicy::Exclusive(_) | RunPolicy::Fifo { .. } | RunPolicy::Rr { .. }
+    )
 }
 
 /// Folds the run's events into the report both engines share.

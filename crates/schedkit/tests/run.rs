@@ -163,7 +163,13 @@ fn bad_input_exits_2_and_changes_nothing() {
     .unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
-            vec!["run", "--exclusive", "--", "schedkit-no-such-command-xyz"],
+            vec![
+                "run",
+                "--exclusive",
+                "--wait",
+                "--",
+                "schedkit-no-such-command-xyz",
+            ],
             "not found",
         ),
         (vec!["run", nocmd_f.to_str().unwrap()], "not found"),
@@ -172,15 +178,39 @@ fn bad_input_exits_2_and_changes_nothing() {
             "CPU 4000 does not exist",
         ),
         (
-            vec!["run", "--exclusive", "--system-cores", "77", "--", "true"],
+            vec![
+                "run",
+                "--exclusive",
+                "--wait",
+                "--system-cores",
+                "77",
+                "--",
+                "true",
+            ],
             "does not exist",
         ),
         (
-            vec!["run", "--exclusive", "--priority", "100", "--", "true"],
+            vec![
+                "run",
+                "--exclusive",
+                "--wait",
+                "--priority",
+                "100",
+                "--",
+                "true",
+            ],
             "100",
         ),
         (
-            vec!["run", "--exclusive", "--priority", "0", "--", "true"],
+            vec![
+                "run",
+                "--exclusive",
+                "--wait",
+                "--priority",
+                "0",
+                "--",
+                "true",
+            ],
             "0",
         ),
         (
@@ -219,6 +249,7 @@ fn sigkilled_exclusive_run_is_undone_by_restore() {
         .args([
             "run",
             "--exclusive",
+            "--wait",
             "--rt-throttle",
             "off",
             "--horizon",
@@ -316,7 +347,7 @@ fn without_privileges_explicit_features_exit_3_and_implicit_ones_fall_back() {
     }
     let before = machine_state(&[1]);
     for args in [
-        vec!["run", "--exclusive", "--", "true"],
+        vec!["run", "--exclusive", "--wait", "--", "true"],
         vec!["run", fcfs.to_str().unwrap()],
     ] {
         let out = unpriv(&args);
@@ -367,6 +398,7 @@ fn horizon_ends_the_whole_job_even_fifo_spinners_in_background() {
         &[
             "run",
             "--exclusive",
+            "--wait",
             "--rt-throttle",
             "off",
             "--horizon",
