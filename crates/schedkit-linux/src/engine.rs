@@ -1187,6 +1187,11 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         r
     });
     // Undo (also on error: the journal's Drop would, but we want the report).
+    // A last sweep: threads born since the previous one inherited the system CPUs and are
+    // journaled now, so undo gives them the machine back too.
+    if let (Some((iso, _)), Some(j)) = (isolation.as_mut(), journal.as_mut()) {
+        let _ = iso.sweep(j);
+    }
     let undone = journal.as_mut().map(|j| j.undo()).unwrap_or_default();
     drop(journal);
     drop(lease);

@@ -75,6 +75,9 @@ pub struct ExclusiveReport {
     pub job_cpus: String,
     pub priority: u32,
     pub moved_threads: usize,
+    /// Threads born after their process or parent was moved (they inherited the system
+    /// CPUs): journaled with their elders' original affinity, so undo gives it back.
+    pub inherited_threads: usize,
     pub kept_threads: Vec<Kept>,
     pub moved_irqs: Vec<u32>,
     pub refused_irqs: Vec<IrqRefusal>,
@@ -114,6 +117,10 @@ pub struct Isolation {
     /// (tid, starttime) already looked at.
     seen: HashSet<(i32, u64)>,
     kept_seen: HashSet<i32>,
+    /// The affinity each moved process had before (its first moved thread's): a thread or
+    /// child born after the move inherits the system CPUs, and must be given back this, not
+    /// the inherited pin.
+    originals: std::collections::HashMap<i32, CpuSet>,
     pub report: ExclusiveReport,
     move_threads: bool,
 }
@@ -146,6 +153,7 @@ impl Isolation {
             exempt: HashSet::from([std::process::id() as i32]),
             seen: HashSet::new(),
             kept_seen: HashSet::new(),
+            originals: Default::default(),
             move_threads: cfg.move_threads,
         })
     }
@@ -247,6 +255,23 @@ impl Isolation {
                 continue;
             };
             if cur.intersection(&self.job).is_empty() {
+                // Born after its process (or parent) was moved: it inherited the pin.
+                // Journal what its elders had, so undo gives it the machine back too.
+                let elder = self
+                    .originals
+                    .get(&pid)
+                    .or_else(|| parent_of(&self.roots, pid).and_then(|pp| self.originals.get(&pp)))
+                    .cloned();
+                if let Some(old) = elder.filter(|o| *o != cur && cur == self.system) {
+                    journal.record(crate::journal::Entry::Affinity {
+                        pid,
+                        tid,
+                        starttime: st.starttime,
+                        old: old.clone(),
+                    })?;
+                    self.originals.entry(pid).or_insert(old);
+                    self.report.inherited_threads += 1;
+                }
                 continue;
             }
             let keep = |why: &str, me: &mut Isolation| {
@@ -268,7 +293,10 @@ impl Isolation {
                 target = self.system.clone();
             }
             match journal.set_affinity(pid, tid, &target) {
-                Ok(()) => self.report.moved_threads += 1,
+                Ok(()) => {
+                    self.originals.entry(pid).or_insert(cur);
+                    self.report.moved_threads += 1
+                }
                 Err(e) if e.errno() == Some(libc::ESRCH) => {}
                 Err(e) if e.errno() == Some(libc::EINVAL) => {
                     keep("the kernel refused (EINVAL): per-CPU thread", self)
@@ -281,4 +309,12 @@ impl Isolation {
         }
         Ok(())
     }
+}
+
+/// The parent of process `pid` (`PPid:` of its status).
+fn parent_of(roots: &Roots, pid: i32) -> Option<i32> {
+    let s = std::fs::read_to_string(roots.proc.join(pid.to_string()).join("status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse().ok())
 }
