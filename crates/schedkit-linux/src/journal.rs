@@ -313,9 +313,15 @@ pub fn check_sysctl_name(name: &str) -> std::result::Result<(), String> {
 }
 
 /// Checks an entry read from a journal file before it is applied: one arm per kind of entry
-/// (a new kind of entry is one more arm). Thread and process entries are also checked at undo
-/// time: they act only on a pid/tid whose start time matches.
-pub fn validate(e: &Entry, mounts: &CgroupMounts) -> std::result::Result<(), String> {
+/// (a new kind of entry is one more arm). Files and directories must lie under a cgroup mount
+/// (`mounts`); the one file outside them schedkit writes is `<proc>/irq/default_smp_affinity`
+/// (exclusive mode), whose value must be a mask. Thread and process entries are also checked
+/// at undo time: they act only on a pid/tid whose start time matches.
+pub fn validate(
+    e: &Entry,
+    roots: &Roots,
+    mounts: &CgroupMounts,
+) -> std::result::Result<(), String> {
     let positive = |what: &str, id: i32| {
         if id > 0 {
             Ok(())
@@ -333,6 +339,11 @@ pub fn validate(e: &Entry, mounts: &CgroupMounts) -> std::result::Result<(), Str
             positive("pid", *pid).and_then(|_| positive("tid", *tid))
         }
         Entry::Sysctl { name, .. } => check_sysctl_name(name),
+        Entry::File { path, old } if *path == roots.proc.join("irq/default_smp_affinity") => {
+            CpuSet::parse_mask(old)
+                .map(|_| ())
+                .map_err(|m| format!("default IRQ mask {old:?}: {m}"))
+        }
         Entry::File { path, .. } | Entry::Mkdir { path } => mounts.check(path, false),
         Entry::Stopped { pid, .. } => positive("pid", *pid),
         Entry::Cgroup {
@@ -1011,7 +1022,7 @@ fn restore_one(path: &Path, roots: &Roots, mounts: &CgroupMounts, force: bool) -
     }
     let mut valid = Vec::new();
     for (line, e) in p.entries {
-        match validate(&e, mounts) {
+        match validate(&e, roots, mounts) {
             Ok(()) => valid.push(e),
             Err(reason) => r.rejected.push(Rejected {
                 line,

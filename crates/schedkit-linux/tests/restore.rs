@@ -95,6 +95,8 @@ fn mixed_journals_on_a_fake_tree_good_undone_bad_reported_and_set_aside() {
     fs::create_dir_all(&cgdir).unwrap();
     fs::write(dir.join("cg1/cpu.shares"), "2048").unwrap();
     fs::write(dir.join("proc/sys/kernel/knob"), "-1").unwrap();
+    fs::create_dir_all(dir.join("proc/irq")).unwrap();
+    fs::write(dir.join("proc/irq/default_smp_affinity"), "1").unwrap();
     let good = plant(
         &state,
         "journal-100.jsonl",
@@ -110,6 +112,11 @@ fn mixed_journals_on_a_fake_tree_good_undone_bad_reported_and_set_aside() {
             line(&Entry::Sysctl {
                 name: "kernel/knob".into(),
                 old: "5".into(),
+            }),
+            // The one file outside the cgroup mounts (exclusive mode's default IRQ mask).
+            line(&Entry::File {
+                path: dir.join("proc/irq/default_smp_affinity"),
+                old: "3".into(),
             }),
             // Gone objects: nothing to do, not failures.
             line(&Entry::File {
@@ -193,6 +200,14 @@ fn mixed_journals_on_a_fake_tree_good_undone_bad_reported_and_set_aside() {
                 pid: -1,
                 starttime: 0,
             }),
+            line(&Entry::File {
+                path: dir.join("proc/irq/default_smp_affinity"),
+                old: "not a mask".into(),
+            }),
+            line(&Entry::File {
+                path: dir.join("proc/irq/0/smp_affinity"),
+                old: "1".into(),
+            }),
         ],
     );
 
@@ -209,10 +224,10 @@ fn mixed_journals_on_a_fake_tree_good_undone_bad_reported_and_set_aside() {
     assert!(g.ok(), "{g:?}");
     assert!(g.torn_tail);
     assert!(g.corrupt_lines.is_empty());
-    assert_eq!(g.undone.len(), 6);
+    assert_eq!(g.undone.len(), 7);
     assert_eq!(
         g.undone.iter().filter(|u| u.outcome == Ok(true)).count(),
-        3,
+        4,
         "{:?}",
         g.undone
     );
@@ -224,6 +239,10 @@ fn mixed_journals_on_a_fake_tree_good_undone_bad_reported_and_set_aside() {
     assert_eq!(
         fs::read_to_string(dir.join("proc/sys/kernel/knob")).unwrap(),
         "5"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("proc/irq/default_smp_affinity")).unwrap(),
+        "3"
     );
     assert!(!good.exists());
     assert!(
@@ -262,10 +281,10 @@ fn mixed_journals_on_a_fake_tree_good_undone_bad_reported_and_set_aside() {
     // Every planted entry is refused, with a reason, and nothing is applied.
     let p = by(&planted);
     assert!(p.undone.is_empty(), "{:?}", p.undone);
-    assert_eq!(p.rejected.len(), 7, "{:?}", p.rejected);
+    assert_eq!(p.rejected.len(), 9, "{:?}", p.rejected);
     assert_eq!(
         p.rejected.iter().map(|r| r.line).collect::<Vec<_>>(),
-        (2..=8).collect::<Vec<_>>()
+        (2..=10).collect::<Vec<_>>()
     );
     assert!(
         p.rejected[0].reason.contains("\"..\""),
@@ -276,6 +295,8 @@ fn mixed_journals_on_a_fake_tree_good_undone_bad_reported_and_set_aside() {
     assert!(p.rejected[2].reason.contains("not under a cgroup mount"));
     assert!(p.rejected[3].reason.contains("`..`"));
     assert!(p.rejected[6].reason.contains("not a positive id"));
+    assert!(p.rejected[7].reason.contains("default IRQ mask"));
+    assert!(p.rejected[8].reason.contains("not under a cgroup mount"));
     assert_eq!(fs::read_to_string(&victim).unwrap(), "untouched");
     assert!(victim_dir.exists());
     assert!(p.set_aside.is_some());
