@@ -15,7 +15,30 @@
 //! another thread (or none): a journal never touches a thread it did not change.
 //!
 //! The state dir is `$SCHEDKIT_STATE_DIR`, else `/run/schedkit` when writable (root), else
-//! `$XDG_RUNTIME_DIR/schedkit`, else `/tmp/schedkit-<uid>`.
+//! `$XDG_RUNTIME_DIR/schedkit`, else `/tmp/schedkit-<uid>`. It must be owned by the effective
+//! user and not writable by group or others ([`check_state_dir`]); it is created 0700 and
+//! journals are 0600.
+//!
+//! ## Created whole
+//!
+//! The header is written to `.journal-<pid>.tmp`, fsynced, renamed (never over an existing
+//! journal) to `journal-<pid>.jsonl` and the directory fsynced: a kill at any instant leaves
+//! no journal, or one with a valid header. Each entry is one `write` of one line. The owner
+//! holds an `flock` on its journal while it lives, so two restores never undo one journal
+//! twice.
+//!
+//! ## Restore never gives up and never trusts
+//!
+//! [`restore_dir`] takes each journal on its own ([`Restored`]): one that cannot be read, is
+//! empty, is not a journal, or is a directory is reported and set aside as `<name>.bad` (kept
+//! for a human, not retried); the others are still undone. A torn *last* line is normal (its
+//! change was never made: entries are written before changes); an unparsable line before the
+//! last is reported as corrupt by line number. Every entry read from a file is checked by
+//! [`validate`] before it is applied (sysctl names stay under `/proc/sys`, cgroup paths under
+//! a cgroup mount of `/proc/self/mountinfo`, see [`CgroupMounts`]); a rejected entry is
+//! reported with the reason and not applied. An undo whose object is gone (directory removed,
+//! thread exited) is "nothing to do", not a failure. Control sockets (`<pid>.sock`) of dead
+//! runs are removed.
 //!
 //! Rejected: undoing from a signal handler (not async-signal-safe; the run loop polls a flag
 //! set by the handler instead), and an in-memory list only (lost on SIGKILL).
@@ -26,8 +49,10 @@ use crate::sched::{self, Policy};
 use crate::{irq, Error, Result, Roots};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
 
 /// One change, with what is needed to undo it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -100,6 +125,251 @@ pub fn state_dir() -> PathBuf {
     PathBuf::from(format!("/tmp/schedkit-{uid}"))
 }
 
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// Checks that `dir` is fit to hold journals: a directory (or a symlink of ours to one) owned
+/// by the effective user and not writable by group or others. A directory of ours that is
+/// merely readable by others (0755, as older versions made it) is narrowed to 0700.
+pub fn check_state_dir(dir: &Path) -> Result<()> {
+    let refuse = |what: String| {
+        Error::Input(format!(
+            "state directory {}: {what}; refusing to use it (remove it or set SCHEDKIT_STATE_DIR)",
+            dir.display()
+        ))
+    };
+    let me = euid();
+    let l = std::fs::symlink_metadata(dir)
+        .map_err(|e| Error::io(format!("state directory {}", dir.display()), e))?;
+    if l.file_type().is_symlink() && l.uid() != me {
+        return Err(refuse(format!(
+            "is a symlink owned by uid {}, not uid {me}",
+            l.uid()
+        )));
+    }
+    let m = std::fs::metadata(dir)
+        .map_err(|e| Error::io(format!("state directory {}", dir.display()), e))?;
+    if !m.is_dir() {
+        return Err(refuse("is not a directory".into()));
+    }
+    if m.uid() != me {
+        return Err(refuse(format!(
+            "is owned by uid {}, not by uid {me} (this process)",
+            m.uid()
+        )));
+    }
+    let mode = m.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(refuse(format!(
+            "is writable by {} (mode {mode:04o})",
+            if mode & 0o020 != 0 && mode & 0o002 != 0 {
+                "group and others"
+            } else if mode & 0o020 != 0 {
+                "its group"
+            } else {
+                "others"
+            }
+        )));
+    }
+    if mode & 0o077 != 0 {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    Ok(())
+}
+
+/// Creates `dir` (mode 0700) if missing, then [`check_state_dir`].
+pub fn prepare_state_dir(dir: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(dir).is_err() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| Error::io(format!("create state dir {}", dir.display()), e))?;
+    }
+    check_state_dir(dir)
+}
+
+/// The cgroup (v1 `cgroup` and v2 `cgroup2`) mount points of `/proc/self/mountinfo` (under
+/// [`Roots::proc`], so tests can list a fake tree): the only places where journal entries
+/// may name files and directories.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CgroupMounts(pub Vec<PathBuf>);
+
+impl CgroupMounts {
+    pub fn read(roots: &Roots) -> CgroupMounts {
+        let text = std::fs::read_to_string(roots.proc.join("self/mountinfo")).unwrap_or_default();
+        let mut v = Vec::new();
+        for line in text.lines() {
+            // id parent major:minor root mountpoint options ... - fstype source superoptions
+            let Some((left, right)) = line.split_once(" - ") else {
+                continue;
+            };
+            let fstype = right.split_whitespace().next().unwrap_or("");
+            if fstype != "cgroup" && fstype != "cgroup2" {
+                continue;
+            }
+            if let Some(mp) = left.split_whitespace().nth(4) {
+                let mp = PathBuf::from(unescape_mountinfo(mp));
+                if mp.is_absolute() && !v.contains(&mp) {
+                    v.push(mp);
+                }
+            }
+        }
+        CgroupMounts(v)
+    }
+
+    /// Ok when `path` is absolute, has no `.` or `..` component and lies strictly below one of
+    /// the mounts (`or_mount`: or is a mount point itself).
+    pub fn check(&self, path: &Path, or_mount: bool) -> std::result::Result<(), String> {
+        plain_absolute(path)?;
+        let hit = self
+            .0
+            .iter()
+            .any(|m| path.starts_with(m) && (or_mount || path != m.as_path()));
+        if hit {
+            Ok(())
+        } else if self.0.is_empty() {
+            Err(format!(
+                "{} is not under a cgroup mount (none found in mountinfo)",
+                path.display()
+            ))
+        } else {
+            Err(format!(
+                "{} is not under a cgroup mount ({})",
+                path.display(),
+                self.0
+                    .iter()
+                    .map(|m| m.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        }
+    }
+}
+
+/// Ok when `path` lies below a cgroup mount of `roots` (see [`CgroupMounts::check`]).
+pub fn check_cgroup_path(roots: &Roots, path: &Path) -> std::result::Result<(), String> {
+    CgroupMounts::read(roots).check(path, false)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn plain_absolute(path: &Path) -> std::result::Result<(), String> {
+    let text = path.as_os_str().as_encoded_bytes();
+    if !path.is_absolute() {
+        return Err(format!("{} is not an absolute path", path.display()));
+    }
+    if text.split(|&c| c == b'/').any(|c| c == b".." || c == b".") {
+        return Err(format!("{} has a `.` or `..` component", path.display()));
+    }
+    if path
+        .components()
+        .any(|c| !matches!(c, Component::RootDir | Component::Normal(_)))
+    {
+        return Err(format!("{} is not a plain path", path.display()));
+    }
+    Ok(())
+}
+
+/// Ok when `name` is a sysctl path relative to `/proc/sys` made of plain components
+/// (`kernel/sched_rt_runtime_us`): not absolute, no empty, `.` or `..` component.
+pub fn check_sysctl_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() {
+        return Err("empty sysctl name".into());
+    }
+    if name.starts_with('/') {
+        return Err(format!("sysctl name {name:?} is absolute"));
+    }
+    if name.contains('\0') {
+        return Err(format!("sysctl name {name:?} holds a NUL byte"));
+    }
+    if let Some(c) = name
+        .split('/')
+        .find(|c| c.is_empty() || *c == "." || *c == "..")
+    {
+        return Err(format!(
+            "sysctl name {name:?} has a{} component {c:?}",
+            if c.is_empty() { "n empty" } else { "" }
+        ));
+    }
+    Ok(())
+}
+
+/// Checks an entry read from a journal file before it is applied: one arm per kind of entry
+/// (a new kind of entry is one more arm). Files and directories must lie under a cgroup mount
+/// (`mounts`); the one file outside them schedkit writes is `<proc>/irq/default_smp_affinity`
+/// (exclusive mode), whose value must be a mask. Thread and process entries are also checked
+/// at undo time: they act only on a pid/tid whose start time matches.
+pub fn validate(
+    e: &Entry,
+    roots: &Roots,
+    mounts: &CgroupMounts,
+) -> std::result::Result<(), String> {
+    let positive = |what: &str, id: i32| {
+        if id > 0 {
+            Ok(())
+        } else {
+            Err(format!("{what} {id} is not a positive id"))
+        }
+    };
+    match e {
+        // The path is `/proc/irq/<irq>/smp_affinity` by construction (`irq` is a number);
+        // the value must be a mask.
+        Entry::Irq { old, .. } => CpuSet::parse_mask(old)
+            .map(|_| ())
+            .map_err(|m| format!("IRQ mask {old:?}: {m}")),
+        Entry::Affinity { pid, tid, .. } | Entry::Sched { pid, tid, .. } => {
+            positive("pid", *pid).and_then(|_| positive("tid", *tid))
+        }
+        Entry::Sysctl { name, .. } => check_sysctl_name(name),
+        Entry::File { path, old } if *path == roots.proc.join("irq/default_smp_affinity") => {
+            CpuSet::parse_mask(old)
+                .map(|_| ())
+                .map_err(|m| format!("default IRQ mask {old:?}: {m}"))
+        }
+        Entry::File { path, .. } | Entry::Mkdir { path } => mounts.check(path, false),
+        Entry::Stopped { pid, .. } => positive("pid", *pid),
+        Entry::Cgroup {
+            path,
+            tasks_file,
+            back,
+        } => {
+            mounts.check(path, false)?;
+            mounts.check(back, true)?;
+            if tasks_file.is_empty()
+                || tasks_file.contains('/')
+                || tasks_file == "."
+                || tasks_file == ".."
+            {
+                return Err(format!(
+                    "tasks file {tasks_file:?} is not a plain file name"
+                ));
+            }
+            Ok(())
+        }
+    }
+}
+
 fn self_starttime(roots: &Roots, pid: i32) -> Option<u64> {
     let s = std::fs::read_to_string(roots.proc.join(pid.to_string()).join("stat")).ok()?;
     procfs::parse_stat(&s).map(|t| t.starttime)
@@ -109,44 +379,142 @@ fn thread_starttime(roots: &Roots, pid: i32, tid: i32) -> Option<u64> {
     ThreadStat::read(roots, pid, tid).ok().map(|t| t.starttime)
 }
 
-/// An open journal owned by this process. Dropping it undoes every entry.
+/// An open journal owned by this process. Dropping it undoes every entry (prefer
+/// [`Journal::finish`], which returns what undo did).
 pub struct Journal {
     roots: Roots,
     path: PathBuf,
     file: File,
+    header: Header,
     entries: Vec<Entry>,
     done: bool,
 }
 
+fn write_line(file: &mut File, json: String) -> std::io::Result<()> {
+    // One write per line: a kill leaves a whole line or a torn last one.
+    let mut line = json;
+    line.push('\n');
+    file.write_all(line.as_bytes())
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+/// Renames `from` to `to` unless `to` exists (`renameat2(RENAME_NOREPLACE)`; where the
+/// filesystem lacks it, a checked plain rename).
+fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let cs = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+    };
+    let (f, t) = (cs(from)?, cs(to)?);
+    // SAFETY: both are valid NUL-terminated paths.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EINVAL) | Some(libc::ENOSYS) => {
+            if std::fs::symlink_metadata(to).is_ok() {
+                return Err(std::io::Error::from_raw_os_error(libc::EEXIST));
+            }
+            std::fs::rename(from, to)
+        }
+        _ => Err(e),
+    }
+}
+
+/// A name `<base><suffix>` in `dir` that does not exist yet (`<base>.1<suffix>`, ... if it
+/// does).
+fn fresh_name(dir: &Path, base: &str, suffix: &str) -> PathBuf {
+    let first = dir.join(format!("{base}{suffix}"));
+    if std::fs::symlink_metadata(&first).is_err() {
+        return first;
+    }
+    (1..)
+        .map(|n| dir.join(format!("{base}.{n}{suffix}")))
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+        .expect("a free name")
+}
+
+fn lock(file: &File) -> bool {
+    // SAFETY: flock on a valid descriptor.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+fn temp_name(pid: i32) -> String {
+    format!(".journal-{pid}.tmp")
+}
+
 impl Journal {
-    /// Creates `journal-<pid>.jsonl` in `dir` and writes the header.
+    /// Creates `journal-<pid>.jsonl` in `dir` (made 0700 if missing, see
+    /// [`prepare_state_dir`]) holding the header, whole: written to a temporary file,
+    /// fsynced, renamed, the directory fsynced (see the module docs).
     pub fn create(dir: &Path, roots: &Roots) -> Result<Journal> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("create state dir {}", dir.display()), e))?;
+        prepare_state_dir(dir)?;
         let pid = std::process::id() as i32;
-        let path = dir.join(format!("journal-{pid}.jsonl"));
-        let mut file = File::create(&path)
-            .map_err(|e| Error::io(format!("create journal {}", path.display()), e))?;
-        let h = Header {
+        let tmp = dir.join(temp_name(pid));
+        let _ = std::fs::remove_file(&tmp); // left by a dead run with this pid
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(|e| Error::io(format!("create journal {}", tmp.display()), e))?;
+        lock(&file);
+        let header = Header {
             journal: 1,
             pid,
             starttime: self_starttime(roots, pid).unwrap_or(0),
         };
-        writeln!(
-            file,
-            "{}",
-            serde_json::to_string(&h).expect("header serialises")
+        let fail = |e| {
+            let _ = std::fs::remove_file(&tmp);
+            Error::io(format!("write journal {}", tmp.display()), e)
+        };
+        write_line(
+            &mut file,
+            serde_json::to_string(&header).expect("header serialises"),
         )
         .and_then(|_| file.sync_all())
-        .map_err(|e| Error::io(format!("write journal {}", path.display()), e))?;
-        // The directory entry must be durable too, or a crash loses the file itself.
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
+        .map_err(fail)?;
+        // Never over a journal left by a dead run that had this pid: it is still to undo.
+        let mut path = dir.join(format!("journal-{pid}.jsonl"));
+        let mut n = 0;
+        loop {
+            match rename_noreplace(&tmp, &path) {
+                Ok(()) => break,
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) && n < 1000 => {
+                    n += 1;
+                    path = dir.join(format!("journal-{pid}.{n}.jsonl"));
+                }
+                Err(e) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    return Err(Error::io(format!("create journal {}", path.display()), e));
+                }
+            }
         }
+        // The directory entry must be durable too, or a crash loses the file itself.
+        sync_dir(dir);
         Ok(Journal {
             roots: roots.clone(),
             path,
             file,
+            header,
             entries: Vec::new(),
             done: false,
         })
@@ -161,10 +529,9 @@ impl Journal {
 
     /// Appends `e` and fsyncs: call before making the change.
     pub fn record(&mut self, e: Entry) -> Result<()> {
-        writeln!(
-            self.file,
-            "{}",
-            serde_json::to_string(&e).expect("entry serialises")
+        write_line(
+            &mut self.file,
+            serde_json::to_string(&e).expect("entry serialises"),
         )
         .and_then(|_| self.file.sync_data())
         .map_err(|err| Error::io(format!("write journal {}", self.path.display()), err))?;
@@ -258,24 +625,76 @@ impl Journal {
         Ok(())
     }
 
-    /// Undoes every entry, newest first, and removes the file. Idempotent.
+    /// Undoes every entry, newest first. Idempotent. The file is removed when every undo
+    /// succeeded (or had nothing to do); otherwise it is rewritten to hold only the entries
+    /// that failed, so that `schedkit restore` can retry them once this process is gone.
     pub fn undo(&mut self) -> Vec<Undone> {
         if self.done {
             return Vec::new();
         }
         self.done = true;
         let out = undo_entries(&self.roots, &self.entries);
-        let _ = std::fs::remove_file(&self.path);
+        let failed: Vec<Entry> = out
+            .iter()
+            .rev()
+            .filter(|u| u.outcome.is_err())
+            .map(|u| u.entry.clone())
+            .collect();
+        if failed.is_empty() || keep_only(&self.path, &self.header, &failed).is_err() {
+            let _ = std::fs::remove_file(&self.path);
+        }
         out
+    }
+
+    /// Undoes every entry (see [`Journal::undo`]) and returns what was done: the way to end
+    /// a journal and report failures (its `Drop` is the silent last resort).
+    pub fn finish(mut self) -> Vec<Undone> {
+        self.undo()
     }
 }
 
+/// Replaces the journal at `path` by one with `header` and `entries` (temporary file, fsync,
+/// rename).
+fn keep_only(path: &Path, header: &Header, entries: &[Entry]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    let mut text = serde_json::to_string(header).expect("header serialises") + "\n";
+    for e in entries {
+        text += &serde_json::to_string(e).expect("entry serialises");
+        text.push('\n');
+    }
+    let r = f
+        .write_all(text.as_bytes())
+        .and_then(|_| f.sync_all())
+        .and_then(|_| std::fs::rename(&tmp, path));
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    sync_dir(dir);
+    r
+}
+
 impl Drop for Journal {
+    /// The last resort (a panic, or an owner that never called [`Journal::finish`]): undo,
+    /// and at most one line on stderr when something could not be undone.
     fn drop(&mut self) {
-        for u in self.undo() {
-            if let Err(m) = u.outcome {
-                eprintln!("schedkit: warning: could not undo {:?}: {m}", u.entry);
-            }
+        if self.done {
+            return;
+        }
+        let failed = self.undo().iter().filter(|u| u.outcome.is_err()).count();
+        if failed > 0 {
+            eprintln!(
+                "schedkit: warning: {failed} change(s) could not be undone; `schedkit restore` retries them from {}",
+                self.path.display()
+            );
         }
     }
 }
@@ -322,9 +741,12 @@ fn undo_one(roots: &Roots, e: &Entry) -> std::result::Result<bool, String> {
             {
                 return Ok(false);
             }
-            irq::write_mask_text(roots, *irq, old)
-                .map(|_| true)
-                .map_err(|e| e.to_string())
+            match irq::write_mask_text(roots, *irq, old) {
+                Ok(()) => Ok(true),
+                // The IRQ is gone (its device was removed).
+                Err(e) if e.errno() == Some(libc::ENOENT) => Ok(false),
+                Err(e) => Err(e.to_string()),
+            }
         }
         Entry::Affinity {
             pid,
@@ -360,12 +782,22 @@ fn undo_one(roots: &Roots, e: &Entry) -> std::result::Result<bool, String> {
         Entry::Sysctl { name, old } if procfs::sysctl(roots, name).ok().as_deref() == Some(old) => {
             Ok(false)
         }
-        Entry::Sysctl { name, old } => procfs::set_sysctl(roots, name, old)
-            .map(|_| true)
-            .map_err(|e| e.to_string()),
-        Entry::File { path, old } => std::fs::write(path, old)
-            .map(|_| true)
-            .map_err(|e| format!("write {}: {e}", path.display())),
+        Entry::Sysctl { name, old } => match procfs::set_sysctl(roots, name, old) {
+            Ok(()) => Ok(true),
+            Err(e) if e.errno() == Some(libc::ENOENT) => Ok(false),
+            Err(e) => Err(e.to_string()),
+        },
+        // Never created: a file that is gone (its cgroup removed) has nothing to restore.
+        Entry::File { path, old } => match std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(old.as_bytes()))
+        {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(format!("write {}: {e}", path.display())),
+        },
         Entry::Mkdir { path } => match std::fs::remove_dir(path) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -390,83 +822,328 @@ fn undo_one(roots: &Roots, e: &Entry) -> std::result::Result<bool, String> {
     }
 }
 
-/// One journal found by [`restore`].
-#[derive(Debug)]
+/// An entry read from a journal that [`validate`] refused: not applied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejected {
+    /// 1-based line number in the journal file.
+    pub line: usize,
+    pub entry: Entry,
+    pub reason: String,
+}
+
+/// One journal found by [`restore_dir`].
+#[derive(Debug, Default)]
 pub struct Restored {
     pub path: PathBuf,
+    /// The header's pid (0 when there is no readable header).
     pub owner_pid: i32,
-    /// The owner still runs: the journal was left alone.
+    /// The owner still runs (pid and start time match).
     pub owner_alive: bool,
+    /// The owner still runs and `force` was not given: the journal was left alone.
+    pub left_alone: bool,
+    /// Another restore holds the journal's lock: left to it.
+    pub busy: bool,
     pub undone: Vec<Undone>,
-    /// Lines that could not be parsed (a write cut short by the crash: the change it
-    /// describes was never made, because entries are written before changes).
+    /// Lines that could not be parsed: the torn tail and the corrupt lines.
     pub skipped_lines: usize,
+    /// The last line could not be parsed: a write cut short by the crash (the change it
+    /// describes was never made, because entries are written before changes). Normal.
+    pub torn_tail: bool,
+    /// 1-based numbers of lines before the last that could not be parsed: changes that
+    /// cannot be undone from this journal.
+    pub corrupt_lines: Vec<usize>,
+    /// Entries refused by [`validate`].
+    pub rejected: Vec<Rejected>,
+    /// Why the journal as a whole could not be used (unreadable, empty, not a journal, not a
+    /// regular file).
+    pub unusable: Option<String>,
+    /// Where the journal was moved for a human (`<name>.bad`), when it was unusable or held
+    /// corrupt lines or rejected entries.
+    pub set_aside: Option<PathBuf>,
+    /// Kept in place holding only the entries whose undo failed (a later restore retries).
+    pub kept: bool,
 }
 
-/// Reads a journal file: header and entries.
-fn read_journal(path: &Path) -> Result<(Header, Vec<Entry>, usize)> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
-    let mut lines = text.lines();
-    let header: Header = lines
-        .next()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .ok_or_else(|| Error::Input(format!("{}: not a schedkit journal", path.display())))?;
-    let mut entries = Vec::new();
-    let mut skipped = 0;
-    for l in lines.filter(|l| !l.trim().is_empty()) {
-        match serde_json::from_str(l) {
-            Ok(e) => entries.push(e),
-            Err(_) => skipped += 1,
-        }
+impl Restored {
+    /// Undo outcomes that failed.
+    pub fn failed(&self) -> impl Iterator<Item = &Undone> {
+        self.undone.iter().filter(|u| u.outcome.is_err())
     }
-    Ok((header, entries, skipped))
+    /// Everything this journal described is undone, or was left alone on purpose (a live
+    /// owner, another restore at work).
+    pub fn ok(&self) -> bool {
+        self.unusable.is_none()
+            && self.corrupt_lines.is_empty()
+            && self.rejected.is_empty()
+            && self.failed().next().is_none()
+    }
 }
 
-/// Undoes every journal in `dir` whose owner no longer runs (or all, with `force`), and
-/// removes them.
-pub fn restore(dir: &Path, roots: &Roots, force: bool) -> Result<Vec<Restored>> {
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(format!("read {}", dir.display()), e)),
-    };
-    let mut paths: Vec<PathBuf> = rd
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("journal-") && n.ends_with(".jsonl"))
-        })
+/// What [`restore_dir`] did in one state directory.
+#[derive(Debug, Default)]
+pub struct RestoreReport {
+    pub dir: PathBuf,
+    pub journals: Vec<Restored>,
+    /// Control sockets (`<pid>.sock`) of dead runs, removed.
+    pub sockets_removed: Vec<PathBuf>,
+    /// Temporary journal files of dead runs (killed while creating their journal), removed.
+    pub temps_removed: Vec<PathBuf>,
+}
+
+impl RestoreReport {
+    pub fn ok(&self) -> bool {
+        self.journals.iter().all(Restored::ok)
+    }
+}
+
+/// A parsed journal file.
+struct Parsed {
+    header: Header,
+    /// (1-based line, entry)
+    entries: Vec<(usize, Entry)>,
+    torn_tail: bool,
+    corrupt_lines: Vec<usize>,
+}
+
+/// Parses a journal's bytes: `Err` says why it is no journal at all.
+fn parse_journal(bytes: &[u8]) -> std::result::Result<Parsed, String> {
+    if bytes.is_empty() {
+        return Err("empty file (no header)".into());
+    }
+    let mut lines: Vec<(usize, &[u8])> = bytes
+        .split(|&c| c == b'\n')
+        .enumerate()
+        .map(|(i, l)| (i + 1, l))
         .collect();
-    paths.sort();
-    let mut out = Vec::new();
-    for path in paths {
-        let (h, entries, skipped_lines) = read_journal(&path)?;
-        let alive = h.pid != std::process::id() as i32
-            && self_starttime(roots, h.pid).is_some_and(|s| s == h.starttime);
-        if alive && !force {
-            out.push(Restored {
-                path,
-                owner_pid: h.pid,
-                owner_alive: true,
-                undone: Vec::new(),
-                skipped_lines,
-            });
+    while lines
+        .last()
+        .is_some_and(|(_, l)| l.iter().all(|c| c.is_ascii_whitespace()))
+    {
+        lines.pop();
+    }
+    let Some(((_, first), rest)) = lines.split_first() else {
+        return Err("no header (only blank lines)".into());
+    };
+    let header: Header = serde_json::from_slice(first)
+        .map_err(|_| "not a schedkit journal (the first line is no journal header)".to_string())?;
+    if header.journal != 1 {
+        return Err(format!("journal format {} is not known", header.journal));
+    }
+    if header.pid <= 0 {
+        return Err(format!("header names pid {}", header.pid));
+    }
+    let mut p = Parsed {
+        header,
+        entries: Vec::new(),
+        torn_tail: false,
+        corrupt_lines: Vec::new(),
+    };
+    let last = rest.last().map(|(n, _)| *n);
+    for (n, l) in rest {
+        if l.iter().all(|c| c.is_ascii_whitespace()) {
             continue;
         }
-        let undone = undo_entries(roots, &entries);
-        let _ = std::fs::remove_file(&path);
-        out.push(Restored {
-            path,
-            owner_pid: h.pid,
-            owner_alive: alive,
-            undone,
-            skipped_lines,
-        });
+        match serde_json::from_slice(l) {
+            Ok(e) => p.entries.push((*n, e)),
+            Err(_) if Some(*n) == last => p.torn_tail = true,
+            Err(_) => p.corrupt_lines.push(*n),
+        }
     }
-    Ok(out)
+    Ok(p)
+}
+
+fn owner_alive(roots: &Roots, h: &Header) -> bool {
+    h.pid != std::process::id() as i32 && self_starttime(roots, h.pid) == Some(h.starttime)
+}
+
+/// Moves `path` aside as `<name>.bad` (or `<name>.bad.N`), for a human.
+fn set_aside(path: &Path) -> std::result::Result<PathBuf, String> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let to = fresh_name(dir, &name, ".bad");
+    std::fs::rename(path, &to)
+        .map(|_| to)
+        .map_err(|e| format!("could not set it aside: {e}"))
+}
+
+/// Restores one journal file (see [`restore_dir`]).
+fn restore_one(path: &Path, roots: &Roots, mounts: &CgroupMounts, force: bool) -> Restored {
+    let mut r = Restored {
+        path: path.into(),
+        ..Restored::default()
+    };
+    let unusable = |r: &mut Restored, why: String| {
+        r.unusable = Some(why);
+        match set_aside(path) {
+            Ok(to) => r.set_aside = Some(to),
+            Err(m) => r.unusable = r.unusable.take().map(|w| format!("{w}; {m}")),
+        }
+    };
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) => {
+            r.unusable = Some(format!("cannot stat: {e}"));
+            return r;
+        }
+    };
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let what = if ft.is_dir() {
+            "a directory"
+        } else if ft.is_symlink() {
+            "a symlink"
+        } else {
+            "not a regular file"
+        };
+        unusable(&mut r, format!("is {what}, not a journal"));
+        return r;
+    }
+    if meta.uid() != euid() {
+        unusable(
+            &mut r,
+            format!("is owned by uid {}, not uid {}", meta.uid(), euid()),
+        );
+        return r;
+    }
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) => {
+            unusable(&mut r, format!("cannot open: {e}"));
+            return r;
+        }
+    };
+    let mut bytes = Vec::new();
+    if let Err(e) = file.read_to_end(&mut bytes) {
+        unusable(&mut r, format!("cannot read: {e}"));
+        return r;
+    }
+    let p = match parse_journal(&bytes) {
+        Ok(p) => p,
+        Err(why) => {
+            unusable(&mut r, why);
+            return r;
+        }
+    };
+    r.owner_pid = p.header.pid;
+    r.owner_alive = owner_alive(roots, &p.header);
+    r.torn_tail = p.torn_tail;
+    r.corrupt_lines = p.corrupt_lines;
+    r.skipped_lines = r.corrupt_lines.len() + usize::from(r.torn_tail);
+    if r.owner_alive && !force {
+        r.left_alone = true;
+        return r;
+    }
+    // The owner (alive, with `force`) or another restore holds the lock. A journal of this
+    // very process (leaked, as tests do to play a crash) holds our own lock.
+    let own = p.header.pid == std::process::id() as i32;
+    if !own && !lock(&file) && !r.owner_alive {
+        r.busy = true;
+        return r;
+    }
+    let mut valid = Vec::new();
+    for (line, e) in p.entries {
+        match validate(&e, roots, mounts) {
+            Ok(()) => valid.push(e),
+            Err(reason) => r.rejected.push(Rejected {
+                line,
+                entry: e,
+                reason,
+            }),
+        }
+    }
+    r.undone = undo_entries(roots, &valid);
+    if !r.corrupt_lines.is_empty() || !r.rejected.is_empty() {
+        // Kept for a human: what it holds cannot (or must not) be undone.
+        match set_aside(path) {
+            Ok(to) => r.set_aside = Some(to),
+            Err(m) => r.unusable = Some(m),
+        }
+        return r;
+    }
+    let failed: Vec<Entry> = r
+        .undone
+        .iter()
+        .rev()
+        .filter(|u| u.outcome.is_err())
+        .map(|u| u.entry.clone())
+        .collect();
+    if failed.is_empty() || keep_only(path, &p.header, &failed).is_err() {
+        let _ = std::fs::remove_file(path);
+    } else {
+        r.kept = true;
+    }
+    r
+}
+
+fn pid_alive(roots: &Roots, pid: i32) -> bool {
+    pid > 0 && roots.proc.join(pid.to_string()).exists()
+}
+
+/// Undoes every journal in `dir` whose owner no longer runs (or all, with `force`), each on
+/// its own (see the module docs), and removes the control sockets and temporary files of dead
+/// runs. `Err` only when `dir` itself is refused ([`check_state_dir`]) or cannot be listed; a
+/// missing `dir` has nothing to restore.
+pub fn restore_dir(dir: &Path, roots: &Roots, force: bool) -> Result<RestoreReport> {
+    let mut report = RestoreReport {
+        dir: dir.into(),
+        ..RestoreReport::default()
+    };
+    if std::fs::symlink_metadata(dir).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Ok(report);
+    }
+    check_state_dir(dir)?;
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(format!("read {}", dir.display()), e))?;
+    let mut journals = Vec::new();
+    for d in rd.flatten() {
+        let Some(name) = d.file_name().to_str().map(String::from) else {
+            continue;
+        };
+        if name.starts_with("journal-") && name.ends_with(".jsonl") {
+            journals.push(d.path());
+        } else if let Some(pid) = name
+            .strip_prefix(".journal-")
+            .filter(|n| n.ends_with(".tmp"))
+            .and_then(|n| n.split(['.', '-']).next())
+            .and_then(|n| n.parse::<i32>().ok())
+        {
+            if !pid_alive(roots, pid) && std::fs::remove_file(d.path()).is_ok() {
+                report.temps_removed.push(d.path());
+            }
+        }
+    }
+    journals.sort();
+    let mounts = CgroupMounts::read(roots);
+    for path in journals {
+        report
+            .journals
+            .push(restore_one(&path, roots, &mounts, force));
+    }
+    for (pid, path) in crate::ctl::sockets(dir) {
+        let is_socket = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket());
+        if !is_socket || pid == std::process::id() as i32 {
+            continue;
+        }
+        // A live server accepts; a socket nobody listens on refuses (a recycled pid).
+        let stale = !pid_alive(roots, pid)
+            || std::os::unix::net::UnixStream::connect(&path)
+                .is_err_and(|e| e.raw_os_error() == Some(libc::ECONNREFUSED));
+        if stale && std::fs::remove_file(&path).is_ok() {
+            report.sockets_removed.push(path);
+        }
+    }
+    if !report.temps_removed.is_empty() || !report.sockets_removed.is_empty() {
+        sync_dir(dir);
+    }
+    Ok(report)
+}
+
+/// [`restore_dir`]'s journals (kept for older callers).
+pub fn restore(dir: &Path, roots: &Roots, force: bool) -> Result<Vec<Restored>> {
+    restore_dir(dir, roots, force).map(|r| r.journals)
 }
 
 /// The owner (pid, start time) named by a journal's header, if it has a readable one.
