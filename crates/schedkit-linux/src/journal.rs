@@ -220,6 +220,11 @@ impl CgroupMounts {
         CgroupMounts(v)
     }
 
+    /// Whether `path` is one of the mount points.
+    pub fn is_mount(&self, path: &Path) -> bool {
+        self.0.iter().any(|m| m == path)
+    }
+
     /// Ok when `path` is absolute, has no `.` or `..` component and lies strictly below one of
     /// the mounts (`or_mount`: or is a mount point itself).
     pub fn check(&self, path: &Path, or_mount: bool) -> std::result::Result<(), String> {
@@ -349,6 +354,25 @@ pub fn validate(
         }
         Entry::File { path, .. } | Entry::Mkdir { path } => mounts.check(path, false),
         Entry::Stopped { pid, .. } => positive("pid", *pid),
+        // Undo kills every process below `path`: it must be a run's own `schedkit-<pid>`
+        // directory directly under a cgroup mount, never a mount or anyone else's group.
+        Entry::Job { path, .. } => {
+            mounts.check(path, false)?;
+            let named = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix("schedkit-"))
+                .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+            let at_mount = path.parent().is_some_and(|parent| mounts.is_mount(parent));
+            if named && at_mount {
+                Ok(())
+            } else {
+                Err(format!(
+                    "job cgroup {} is not a `schedkit-<pid>` directory directly under a cgroup mount",
+                    path.display()
+                ))
+            }
+        }
         Entry::Cgroup {
             path,
             tasks_file,
