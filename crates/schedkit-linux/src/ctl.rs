@@ -337,7 +337,7 @@ impl CtlServer {
 
     fn wake_server(&self) {
         // Full (WouldBlock): a wake-up is pending already.
-        let _ = (&self.wake).write(&[1]);
+        let _ = send_nosignal(&self.wake, &[1]);
     }
 }
 
@@ -647,7 +647,7 @@ impl Conn {
             return;
         };
         while *at < out.len() {
-            match (&self.stream).write(&out[*at..]) {
+            match send_nosignal(&self.stream, &out[*at..]) {
                 Ok(0) => break,
                 Ok(k) => *at += k,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -666,6 +666,24 @@ impl Conn {
         }
         self.state = State::Closed;
     }
+}
+
+/// send(2) without SIGPIPE: a client gone before its reply (or a server thread gone before
+/// its wake-up) is an error here, not a signal to the whole run.
+fn send_nosignal(s: &UnixStream, buf: &[u8]) -> std::io::Result<usize> {
+    // SAFETY: buf is valid for reads of buf.len() bytes.
+    let n = unsafe {
+        libc::send(
+            s.as_raw_fd(),
+            buf.as_ptr() as *const libc::c_void,
+            buf.len(),
+            libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
 
 trait TakeLine {
