@@ -3,9 +3,9 @@
 # 2 spinning threads, both cores busy) while 100 idle connections are open and one client
 # sends a byte every 20 ms without ever finishing its line; medians of REPEATS runs, for this
 # tree and for BASE (default 6c81ef2, before the control socket had its own thread), built in
-# a temporary worktree outside the repository and removed afterwards. Values capped at 10 s
-# print as `>10000`. Root (cgroups). The measurement is the ignored test `ctl_latency_bench`
-# in crates/schedkit/tests/ctl.rs.
+# a temporary worktree outside the repository and removed afterwards. Values over the cap
+# (SCHEDKIT_CTL_CAP_S, default 10 s) print as `>CAP`. Root (cgroups). The measurement is the
+# ignored test `ctl_latency_bench` in crates/schedkit/tests/ctl.rs.
 #   sudo bench/ctl-latency/run.sh [BASE] [REPEATS]
 # BEFORE_BIN=/path/to/schedkit skips building BASE; SCHEDKIT_CTL_DRIP=0 leaves the dripping
 # client out.

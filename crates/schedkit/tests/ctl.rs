@@ -202,6 +202,15 @@ fn status_answers_and_sigterm_ends_the_run_beside_idle_and_dripping_clients() {
         status_took < Duration::from_secs(2),
         "status took {status_took:?}"
     );
+    // The server thread is SCHED_OTHER (the engine thread beside it may be SCHED_FIFO).
+    let classes = thread_classes(run.child.id());
+    eprintln!("thread classes (name, policy): {classes:?}");
+    let ctl_class = classes.iter().find(|(n, _)| n == "schedkit-ctl");
+    assert_eq!(
+        ctl_class.map(|c| c.1),
+        Some(0),
+        "one schedkit-ctl thread, SCHED_OTHER"
+    );
     // A weight change goes through as well.
     let out = Command::new(BIN)
         .args(["ctl", "--socket"])
@@ -233,6 +242,30 @@ fn status_answers_and_sigterm_ends_the_run_beside_idle_and_dripping_clients() {
     assert!(!sock.exists(), "the socket file is removed");
 }
 
+/// (name, scheduling policy) of each thread of `pid` (/proc: comm, and stat field 41; 0 is
+/// SCHED_OTHER, 1 SCHED_FIFO).
+fn thread_classes(pid: u32) -> Vec<(String, u32)> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        // Fields after the command's closing parenthesis start at field 3.
+        let rest = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+        if let Some(p) = rest
+            .split_whitespace()
+            .nth(41 - 3)
+            .and_then(|f| f.parse().ok())
+        {
+            v.push((comm.trim().to_string(), p));
+        }
+    }
+    v
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let n = v.len();
@@ -244,11 +277,12 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// Repeats: start a run, open a dripping client (unless SCHEDKIT_CTL_DRIP=0) and 100 idle
-/// connections, time a `status` (raw client, up to 10 s), open 100 fresh idle connections,
-/// time SIGTERM to exit (up to 10 s; then the clients go away and the run may end). Prints
+/// connections, time a `status` (raw client, up to the cap), open 100 fresh idle connections,
+/// time SIGTERM to exit (up to the cap; then the clients go away and the run may end). Prints
 /// each repeat and the medians (a capped value counts as the cap, reported as `>`).
 ///
-/// SCHEDKIT_CTL_BIN: the binary (default this build's); SCHEDKIT_CTL_REPEATS (default 10).
+/// SCHEDKIT_CTL_BIN: the binary (default this build's); SCHEDKIT_CTL_REPEATS (default 10);
+/// SCHEDKIT_CTL_CAP_S: the cap in seconds (default 10).
 #[test]
 #[ignore]
 fn ctl_latency_bench() {
@@ -263,7 +297,12 @@ fn ctl_latency_bench() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
     let with_drip = std::env::var("SCHEDKIT_CTL_DRIP").map_or(true, |v| v != "0");
-    let cap = Duration::from_secs(10);
+    let cap = Duration::from_secs(
+        std::env::var("SCHEDKIT_CTL_CAP_S")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10),
+    );
     let ms = |d: Option<Duration>| d.map_or(cap.as_secs_f64() * 1e3, |d| d.as_secs_f64() * 1e3);
     let show = |d: Option<Duration>| {
         d.map_or(format!(">{:.0}", cap.as_secs_f64() * 1e3), |d| {
