@@ -1976,13 +1976,14 @@ impl FairRun {
         }
     }
 
-    /// Serves pending `schedkit ctl` requests.
+    /// Answers the `schedkit ctl` requests the control socket's thread has passed on; never
+    /// waits for a client (see [`crate::ctl`]).
     fn serve_ctl(&mut self, now: u64, scenario: &Scenario, events: &mut Vec<Event>) {
         let Some(mut srv) = self.ctl.take() else {
             return;
         };
         srv.poll(|req| self.handle(req, now, scenario, events));
-        self.ctl_refused = srv.refused;
+        self.ctl_refused = srv.counts().refused;
         self.ctl = Some(srv);
     }
 
@@ -2326,7 +2327,9 @@ impl FairRun {
     /// The report; drops the control socket (the run is over). The cgroups go with the
     /// journal's undo.
     fn finish(mut self, end: u64) -> FairReport {
-        self.ctl = None;
+        if let Some(srv) = self.ctl.take() {
+            self.ctl_refused = srv.counts().refused;
+        }
         self.raised = None;
         FairReport {
             policy: self.policy,

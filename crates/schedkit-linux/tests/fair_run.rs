@@ -518,5 +518,5 @@ fn ctl_from_another_uid_is_refused() {
         "uid 65534 was told permission denied"
     );
     assert!(served.is_empty(), "the request never reached the handler");
-    assert_eq!(srv.refused, 1);
+    assert_eq!(srv.counts().refused, 1);
 }

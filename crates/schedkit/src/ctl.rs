@@ -2,7 +2,8 @@
 //! socket (`schedkit_linux::ctl`): change a group's weight while it runs, or show its state.
 //!
 //! Exit status: 0 done; 2 refused input (weight 0 or above 10000, unknown group, no such run);
-//! 1 the run could not be reached or refused the connection (not its owner).
+//! 1 the run could not be reached, refused the connection (not its owner), had all its control
+//! connections open, or ended or did not answer in time.
 
 use crate::cli::{Failure, EXIT_BAD_INPUT};
 use clap::{Args, Subcommand};
@@ -106,8 +107,10 @@ pub fn ctl(a: CtlArgs) -> Result<(), Failure> {
             ok: false, error, ..
         } => {
             let msg = error.unwrap_or_else(|| "refused".into());
-            // Refusals of the request itself are bad input; a refused peer is not.
-            let status = if msg.starts_with("permission denied") {
+            // Refusals of the request itself are bad input; a refused peer, a run with all its
+            // control connections open, or one that ended or did not answer in time is not.
+            let not_input = ["permission denied", "busy:", "the run "];
+            let status = if not_input.iter().any(|p| msg.starts_with(p)) {
                 1
             } else {
                 EXIT_BAD_INPUT
