@@ -32,7 +32,6 @@
 //! time is exact at sample instants; inside an interval the engine spreads it evenly, so the
 //! real lag is accurate to about one sample period of one thread's CPU time.
 
-use crate::chart::{Axis, BarChart, BarSeries, Chart, LineChart, Series};
 use crate::cli::{Failure, EXIT_BAD_INPUT};
 use crate::output;
 use crate::stats::{mean_ci, median};
@@ -42,6 +41,7 @@ use schedkit_core::scenario::{Group, PolicyName, PolicySpec, Process, Scenario, 
 use schedkit_core::trace::{Event, Owner};
 use schedkit_core::Nanos;
 use schedkit_linux::engine::{self, RunOptions, RunOutcome, RunPolicy};
+use schedkit_render::chart::{Axis, BarChart, BarSeries, Chart, LineChart, Series};
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
