@@ -102,7 +102,7 @@ pub struct ExclusiveExpArgs {
 }
 
 // Re-exported while other experiments still import it from here.
-use crate::stats::{mean_ci, median};
+use schedkit_experiments::stats::{mean_ci, median};
 
 /// A hog: arithmetic over `bytes` of memory, forever (until killed or its parent dies).
 fn hog(bytes: u64) -> ! {

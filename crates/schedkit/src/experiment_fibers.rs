@@ -22,7 +22,7 @@
 //! system. Times are medians over `--repeat` runs.
 
 use crate::output::table;
-use crate::stats::median;
+use schedkit_experiments::stats::median;
 use std::cell::UnsafeCell;
 use std::io::IsTerminal;
 use std::path::PathBuf;

@@ -22,7 +22,6 @@
 
 use crate::cli::Failure;
 use crate::output::table;
-use crate::stats::median;
 use clap::Args;
 use comfy_table::Table;
 use rand::{Rng, SeedableRng};
@@ -31,6 +30,7 @@ use schedkit_core::gang_overhead::{OverheadModel, Pattern};
 use schedkit_core::report::Metrics;
 use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, Work};
 use schedkit_core::Nanos;
+use schedkit_experiments::stats::median;
 use schedkit_linux::engine::{self, RunOptions, RunPolicy};
 use schedkit_render::chart::{Axis, Chart, LineChart, Series};
 use schedkit_sim::policies::gang::GangDispatch;

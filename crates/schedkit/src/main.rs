@@ -12,7 +12,6 @@ mod experiment_paws;
 mod output;
 mod restore;
 mod run;
-mod stats;
 mod sweep;
 mod taskrun;
 mod topo;
