@@ -23,6 +23,38 @@ pub fn greedy(a: GreedyArgs) -> Result<(), Failure> {
         return Err(bad("--c-threads: between 1 and 1000".into()));
     }
     let change_at = Nanos(s.horizon.0 / 2);
+    let (rows, cost_h) = greedy_runs(&a, &s, change_at)?;
+
+    let json = serde_json::json!({
+        "experiment": "greedy", "horizon_s": s.horizon.0 as f64 / 1e9, "repeat": s.repeat,
+        "period_ms": s.period.0 as f64 / 1e6, "nice_offset": c.nice, "c_threads": a.c_threads,
+        "change_at_s": change_at.0 as f64 / 1e9, "tolerance_pp": TOL * 100.0, "rows": rows_json(&rows),
+    });
+    let jp = write_out(c, "greedy", &json)?;
+    let svg1 = c.out.join("greedy-shares.svg");
+    let svg2 = c.out.join("greedy-change.svg");
+    greedy_charts(&rows, &svg1, &svg2, a.c_threads)?;
+    if c.json {
+        println!("{json}");
+        return Ok(());
+    }
+    print_steady(&a, &s, &rows);
+    print_change(&a, &rows, change_at);
+    print_cost(c, &rows, cost_h);
+    print_targets(&rows);
+    println!(
+        "\nwrote {}, {} and {}",
+        jp.display(),
+        svg1.display(),
+        svg2.display()
+    );
+    Ok(())
+}
+
+/// Runs every configuration: the steady state (simulated and real), the thread-count change
+/// (real) and the controllers' cost (real). Returns the rows and the cost runs' length.
+fn greedy_runs(a: &GreedyArgs, s: &Setup, change_at: Nanos) -> Result<(Vec<Row>, Nanos), Failure> {
+    let c = &a.common;
     let n_real = if s.real { GREEDY_REAL.len() } else { 0 };
     let cost_policies: Vec<PolicyName> = vec![
         PolicyName::Default,
@@ -56,7 +88,7 @@ pub fn greedy(a: GreedyArgs) -> Result<(), Failure> {
         )
     };
     let mut rows = run_rows(
-        &s,
+        s,
         c,
         "steady",
         &GREEDY_SIM,
@@ -91,7 +123,7 @@ pub fn greedy(a: GreedyArgs) -> Result<(), Failure> {
         target: 1.0 / 3.0,
     };
     let change_rows = run_rows(
-        &s,
+        s,
         c,
         "change",
         &[],
@@ -126,7 +158,7 @@ pub fn greedy(a: GreedyArgs) -> Result<(), Failure> {
         )
     };
     let cost_rows = run_rows(
-        &s,
+        s,
         c,
         "cost",
         &[],
@@ -141,20 +173,12 @@ pub fn greedy(a: GreedyArgs) -> Result<(), Failure> {
     prog.bar.finish_and_clear();
     rows.extend(change_rows);
     rows.extend(cost_rows);
+    Ok((rows, cost_h))
+}
 
-    let json = serde_json::json!({
-        "experiment": "greedy", "horizon_s": s.horizon.0 as f64 / 1e9, "repeat": s.repeat,
-        "period_ms": s.period.0 as f64 / 1e6, "nice_offset": c.nice, "c_threads": a.c_threads,
-        "change_at_s": change_at.0 as f64 / 1e9, "tolerance_pp": TOL * 100.0, "rows": rows_json(&rows),
-    });
-    let jp = write_out(c, "greedy", &json)?;
-    let svg1 = c.out.join("greedy-shares.svg");
-    let svg2 = c.out.join("greedy-change.svg");
-    greedy_charts(&rows, &svg1, &svg2, a.c_threads)?;
-    if c.json {
-        println!("{json}");
-        return Ok(());
-    }
+/// The steady-state table: shares, gaps, waiting and lag per engine and policy.
+fn print_steady(a: &GreedyArgs, s: &Setup, rows: &[Row]) {
+    let c = &a.common;
     println!(
         "Greedy processes (seed 004, 3.6): A = 1, B = 8, C = {} busy threads, {} s, {} real CPU(s) / 2 simulated cores, \
          period {} ms; real: mean ± 95 % CI over {} repeat(s); CPUU = % of the job's CPU time (the machine's, when nothing else runs); GPS = process-fair ideal\n",
@@ -222,7 +246,10 @@ pub fn greedy(a: GreedyArgs) -> Result<(), Failure> {
         "{}",
         unavailable_lines(&steady.iter().map(|r| (*r).clone_meta()).collect::<Vec<_>>())
     );
+}
 
+/// The thread-count change: C's share before and after, and how long it took to settle.
+fn print_change(a: &GreedyArgs, rows: &[Row], change_at: Nanos) {
     println!(
         "\nThread-count change: C runs 1 thread, then {} from {:.1} s; recovery = time until C's share over 200 ms windows \
          is back within {:.0} points of its GPS share (33.3 %), or of its own share before the change, and stays there for 1 s; \
@@ -270,7 +297,10 @@ pub fn greedy(a: GreedyArgs) -> Result<(), Failure> {
         "{}",
         unavailable_lines(&change.iter().map(|r| (*r).clone_meta()).collect::<Vec<_>>())
     );
+}
 
+/// The controllers' own CPU cost with 100 busy threads.
+fn print_cost(c: &FairCommon, rows: &[Row], cost_h: Nanos) {
     let cost: Vec<&Row> = rows.iter().filter(|r| r.config == "cost").collect();
     if !cost.is_empty() {
         println!(
@@ -317,8 +347,13 @@ pub fn greedy(a: GreedyArgs) -> Result<(), Failure> {
             unavailable_lines(&cost.iter().map(|r| (*r).clone_meta()).collect::<Vec<_>>())
         );
     }
+}
 
-    // Targets of issue 6, checked on medians.
+/// The targets of issue 6, checked on the medians of the real runs.
+fn print_targets(rows: &[Row]) {
+    let steady: Vec<&Row> = rows.iter().filter(|r| r.config == "steady").collect();
+    let change: Vec<&Row> = rows.iter().filter(|r| r.config == "change").collect();
+    let cost: Vec<&Row> = rows.iter().filter(|r| r.config == "cost").collect();
     println!("\nTargets (medians of the real runs):");
     let real = |p: &str| {
         steady
@@ -395,13 +430,6 @@ pub fn greedy(a: GreedyArgs) -> Result<(), Failure> {
         ),
         None => println!("  controller cost: not measured (no fair-share policy ran for real)"),
     }
-    println!(
-        "\nwrote {}, {} and {}",
-        jp.display(),
-        svg1.display(),
-        svg2.display()
-    );
-    Ok(())
 }
 
 pub(super) fn greedy_charts(
