@@ -16,9 +16,9 @@
 
 use crate::cli::Failure;
 use crate::output::table;
-use crate::stats::median;
 use anyhow::{anyhow, Context};
 use clap::{Args, Subcommand};
+use schedkit_experiments::stats::median;
 
 use schedkit_core::generate::{bench_workloads, gedf_workload, tasks_toml, Workload};
 use schedkit_core::scenario::Scenario;

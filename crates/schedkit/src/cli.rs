@@ -117,6 +117,15 @@ impl From<ScenarioError> for Failure {
     }
 }
 
+impl From<schedkit_experiments::Error> for Failure {
+    fn from(e: schedkit_experiments::Error) -> Failure {
+        Failure {
+            status: if e.is_bad_input() { EXIT_BAD_INPUT } else { 1 },
+            message: e.to_string(),
+        }
+    }
+}
+
 impl From<anyhow::Error> for Failure {
     fn from(e: anyhow::Error) -> Failure {
         Failure {

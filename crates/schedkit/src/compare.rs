@@ -11,7 +11,6 @@
 //! process CPU share (with each run's GPS share as a tick), average waiting and average
 //! turnaround.
 
-use crate::chart::{self, Axis, BarChart, BarSeries, Chart};
 use crate::cli::{Failure, EXIT_BAD_INPUT};
 use anyhow::Context;
 use clap::Args;
@@ -19,6 +18,7 @@ use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use rayon::prelude::*;
 use schedkit_core::report::Report;
 use schedkit_core::scenario::{PolicyName, Scenario};
+use schedkit_render::chart::{self, Axis, BarChart, BarSeries, Chart};
 use schedkit_sim::policies::SIM_POLICIES;
 use std::path::PathBuf;
 

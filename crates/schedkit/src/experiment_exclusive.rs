@@ -18,7 +18,6 @@
 //! Hogs are this binary run with the hidden `--hog BYTES` flag; they die with the experiment
 //! (PDEATHSIG) and are killed after each load block.
 
-use crate::chart::{Axis, BarChart, BarSeries, Chart};
 use crate::cli::Failure;
 use clap::{Args, ValueEnum};
 use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, Work};
@@ -27,6 +26,7 @@ use schedkit_linux::engine::{self, RunOptions, RunPolicy};
 use schedkit_linux::exclusive::{ExclusiveConfig, RtThrottle};
 use schedkit_linux::perf::CounterKind;
 use schedkit_linux::topo::Topology;
+use schedkit_render::chart::{Axis, BarChart, BarSeries, Chart};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -102,7 +102,7 @@ pub struct ExclusiveExpArgs {
 }
 
 // Re-exported while other experiments still import it from here.
-use crate::stats::{mean_ci, median};
+use schedkit_experiments::stats::{mean_ci, median};
 
 /// A hog: arithmetic over `bytes` of memory, forever (until killed or its parent dies).
 fn hog(bytes: u64) -> ! {

@@ -22,7 +22,7 @@
 //! system. Times are medians over `--repeat` runs.
 
 use crate::output::table;
-use crate::stats::median;
+use schedkit_experiments::stats::median;
 use std::cell::UnsafeCell;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -38,8 +38,8 @@ use rand_chacha::ChaCha8Rng;
 use schedkit_runtime::{Arch, Config, Event, EventKind, Runtime, Stats};
 use serde::Serialize;
 
-use crate::chart::{side_by_side, Axis, Chart, LineChart, Series};
 use crate::cli::{Failure, EXIT_BAD_INPUT};
+use schedkit_render::chart::{side_by_side, Axis, Chart, LineChart, Series};
 
 /// The paper's thread counts.
 pub const PAPER_THREADS: [usize; 6] = [32, 128, 496, 992, 3968, 7936];

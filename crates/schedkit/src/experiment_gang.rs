@@ -20,10 +20,8 @@
 //! (c) **Scale.** 1,024 nodes x 4 cores and 100 jobs of random widths and arrivals: the
 //! simulator's wall time for the whole run.
 
-use crate::chart::{Axis, Chart, LineChart, Series};
 use crate::cli::Failure;
 use crate::output::table;
-use crate::stats::median;
 use clap::Args;
 use comfy_table::Table;
 use rand::{Rng, SeedableRng};
@@ -32,7 +30,9 @@ use schedkit_core::gang_overhead::{OverheadModel, Pattern};
 use schedkit_core::report::Metrics;
 use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, Work};
 use schedkit_core::Nanos;
+use schedkit_experiments::stats::median;
 use schedkit_linux::engine::{self, RunOptions, RunPolicy};
+use schedkit_render::chart::{Axis, Chart, LineChart, Series};
 use schedkit_sim::policies::gang::GangDispatch;
 use schedkit_sim::Engine;
 use std::io::IsTerminal;

@@ -23,7 +23,6 @@
 //! the pool the steals and the preemption latency. Charts: `paws-migrations.svg` and
 //! `paws-switches.svg` in `--out`, with `paws.json` (everything, per set).
 
-use crate::chart::{side_by_side, Axis, BarChart, BarSeries};
 use crate::cli::{Failure, EXIT_BAD_INPUT};
 use crate::output::table;
 use crate::taskrun::{percentile, run_real, RealOptions};
@@ -33,6 +32,7 @@ use schedkit_core::report::Metrics;
 use schedkit_core::scenario::{PolicyName, Task};
 use schedkit_core::trace::{Event, Tee, TraceSink};
 use schedkit_core::Nanos;
+use schedkit_render::chart::{side_by_side, Axis, BarChart, BarSeries};
 use schedkit_runtime::paws::PreemptionStages;
 use serde_json::json;
 use std::collections::HashMap;

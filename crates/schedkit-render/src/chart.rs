@@ -102,14 +102,6 @@ impl Svg {
         s
     }
 
-    pub fn width(&self) -> f64 {
-        self.width
-    }
-
-    pub fn height(&self) -> f64 {
-        self.height
-    }
-
     /// A filled rectangle, with an optional tooltip (`<title>`, shown on hover in browsers).
     pub fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: &str, tip: Option<&str>) {
         let _ = write!(

@@ -1,0 +1,9 @@
+//! Rendering for schedkit: the report as a table or CSV ([`table`]), deterministic SVG charts
+//! ([`chart`]), the Gantt chart of a trace ([`gantt`]) and the trace as Chrome trace-event JSON
+//! ([`chrome`]). Everything here turns data into text; writing it to stdout or files is the
+//! caller's business.
+
+pub mod chart;
+pub mod chrome;
+pub mod gantt;
+pub mod table;

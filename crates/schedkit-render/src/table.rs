@@ -1,0 +1,186 @@
+//! The report as text: schedkit's table style, the human report table and the per-thread CSV.
+
+use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
+use schedkit_core::report::Report;
+
+/// Milliseconds with three decimals, the unit of every duration in tables.
+pub fn ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.2}", x * 100.0)
+}
+
+/// A table in schedkit's style: light borders, first column left, the others right.
+pub fn table(header: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY);
+    t.set_header(header.to_vec());
+    for i in 1..header.len() {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+/// Threads listed one per row up to this many; beyond, the process table says it all.
+const MAX_THREAD_ROWS: usize = 64;
+
+/// The human report.
+pub fn render_table(r: &Report) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{} · policy {} · {} cores · window {} ms\n\n",
+        r.engine,
+        r.policy,
+        r.cores,
+        ms(r.window_ns)
+    ));
+    let rt = r.threads.iter().any(|t| t.jobs.is_some());
+    let plain: Vec<_> = r.threads.iter().filter(|t| t.jobs.is_none()).collect();
+    if !plain.is_empty() && plain.len() <= MAX_THREAD_ROWS {
+        let mut t = table(&[
+            "thread",
+            "arrival ms",
+            "start ms",
+            "finish ms",
+            "cpu ms",
+            "waiting ms",
+            "turnaround ms",
+            "response ms",
+            "migr",
+            "switches",
+        ]);
+        for th in &plain {
+            t.add_row(vec![
+                th.name.clone(),
+                ms(th.arrival_ns),
+                th.start_ns.map_or("-".into(), ms),
+                th.finish_ns.map_or("-".into(), ms),
+                ms(th.cpu_ns),
+                ms(th.waiting_ns),
+                ms(th.turnaround_ns),
+                th.response_ns.map_or("-".into(), ms),
+                th.migrations.to_string(),
+                th.context_switches.to_string(),
+            ]);
+        }
+        out.push_str(&t.to_string());
+        out.push_str("\n\n");
+    }
+    if rt {
+        let mut t = table(&["task", "jobs", "misses", "max response ms", "cpu ms"]);
+        for th in r.threads.iter().filter(|t| t.jobs.is_some()) {
+            t.add_row(vec![
+                th.name.clone(),
+                th.jobs.unwrap_or(0).to_string(),
+                th.deadline_misses.unwrap_or(0).to_string(),
+                th.max_response_ns.map_or("-".into(), ms),
+                ms(th.cpu_ns),
+            ]);
+        }
+        out.push_str(&t.to_string());
+        out.push_str("\n\n");
+    }
+    let shares = |title: &str, rows: &[schedkit_core::report::ShareReport]| {
+        let mut t = table(&[
+            title,
+            "threads",
+            "cpu ms",
+            "share %",
+            "GPS %",
+            "lag ms",
+            "max |lag| ms",
+            "avg wait ms",
+            "avg turn ms",
+            "work/s",
+        ]);
+        for p in rows {
+            t.add_row(vec![
+                p.name.clone(),
+                p.threads.to_string(),
+                ms(p.cpu_ns),
+                pct(p.share),
+                pct(p.ideal_share),
+                format!("{:.3}", p.lag_ns as f64 / 1e6),
+                ms(p.max_abs_lag_ns),
+                ms(p.avg_waiting_ns),
+                ms(p.avg_turnaround_ns),
+                p.work_rate.map_or("-".into(), |w| format!("{w:.1}")),
+            ]);
+        }
+        t.to_string()
+    };
+    out.push_str(&shares("process", &r.processes));
+    out.push_str("\n\n");
+    if !r.groups.is_empty() {
+        out.push_str(&shares("group", &r.groups));
+        out.push_str("\n\n");
+    }
+    let s = &r.summary;
+    let mut t = table(&["summary", "value"]);
+    let rows: Vec<(&str, String)> = vec![
+        ("avg waiting ms", ms(s.avg_waiting_ns)),
+        ("avg turnaround ms", ms(s.avg_turnaround_ns)),
+        ("avg response ms", ms(s.avg_response_ns)),
+        ("makespan ms", ms(s.makespan_ns)),
+        ("utilisation %", pct(s.utilisation)),
+        ("dispatches", s.dispatches.to_string()),
+        ("context switches", s.context_switches.to_string()),
+        ("preemptions", s.preemptions.to_string()),
+        ("migrations", s.migrations.to_string()),
+        (
+            "jobs / deadline misses",
+            format!("{} / {}", s.jobs, s.deadline_misses),
+        ),
+        ("max |share - GPS| pp", pct(s.max_abs_share_error)),
+        (
+            "mean |error| vs GPS %",
+            format!("{:.2}", s.mean_abs_pct_error),
+        ),
+        ("max |lag| ms", ms(s.max_abs_lag_ns)),
+    ];
+    for (k, v) in rows {
+        t.add_row(vec![k.to_string(), v]);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
+    out
+}
+
+/// The per-thread CSV.
+pub fn render_csv(r: &Report) -> String {
+    let mut out = String::from(
+        "name,process,arrival_ns,start_ns,finish_ns,cpu_ns,waiting_ns,turnaround_ns,response_ns,migrations,context_switches,jobs,deadline_misses,max_response_ns\n",
+    );
+    let opt = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
+    let quote = |s: &str| {
+        if s.contains([',', '"', '\n']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    };
+    for t in &r.threads {
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            quote(&t.name),
+            quote(&t.process),
+            t.arrival_ns,
+            opt(t.start_ns),
+            opt(t.finish_ns),
+            t.cpu_ns,
+            t.waiting_ns,
+            t.turnaround_ns,
+            opt(t.response_ns),
+            t.migrations,
+            t.context_switches,
+            opt(t.jobs),
+            opt(t.deadline_misses),
+            opt(t.max_response_ns),
+        ));
+    }
+    out
+}
