@@ -121,6 +121,9 @@ pub struct Isolation {
     /// child born after the move inherits the system CPUs, and must be given back this, not
     /// the inherited pin.
     originals: std::collections::HashMap<i32, CpuSet>,
+    /// Start time (ticks since boot) of this process: threads younger than it may have
+    /// inherited a pin from a moved elder.
+    since: u64,
     pub report: ExclusiveReport,
     move_threads: bool,
 }
@@ -154,6 +157,8 @@ impl Isolation {
             seen: HashSet::new(),
             kept_seen: HashSet::new(),
             originals: Default::default(),
+            since: ThreadStat::read(roots, std::process::id() as i32, std::process::id() as i32)
+                .map_or(u64::MAX, |t| t.starttime),
             move_threads: cfg.move_threads,
         })
     }
@@ -262,7 +267,12 @@ impl Isolation {
                     .get(&pid)
                     .or_else(|| parent_of(&self.roots, pid).and_then(|pp| self.originals.get(&pp)))
                     .cloned();
-                if let Some(old) = elder.filter(|o| *o != cur && cur == self.system) {
+                // Only user threads born while schedkit ran (a per-CPU kernel thread on the
+                // system CPU is bound there, not moved).
+                let born_since = st.starttime >= self.since && !st.is_kthread();
+                if let Some(old) = elder.filter(|o| {
+                    born_since && !st.affinity_locked() && *o != cur && cur == self.system
+                }) {
                     journal.record(crate::journal::Entry::Affinity {
                         pid,
                         tid,

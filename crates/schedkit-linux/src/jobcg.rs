@@ -267,3 +267,30 @@ pub fn reap(dir: &Path, v2: bool, timeout: Duration) -> std::result::Result<bool
     }
     Ok(true)
 }
+
+/// Removes `<mount>/schedkit-<pid>` under every cgroup mount where it is empty of processes
+/// (deepest first; a directory still holding a process stays). For the leftovers of a dead
+/// run `pid`; returns how many directories were removed.
+pub fn remove_empty_run_dirs(roots: &Roots, pid: i32) -> usize {
+    let mut removed = 0;
+    for m in mounts(roots) {
+        let base = m.path.join(format!("schedkit-{pid}"));
+        if !base.is_dir() || !members(&base).is_empty() {
+            continue;
+        }
+        let mut dirs = Vec::new();
+        let mut stack = vec![base];
+        while let Some(d) = stack.pop() {
+            if let Ok(rd) = std::fs::read_dir(&d) {
+                stack.extend(rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()));
+            }
+            dirs.push(d);
+        }
+        for d in dirs.iter().rev() {
+            if std::fs::remove_dir(d).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}

@@ -1080,6 +1080,11 @@ fn restore_one(path: &Path, roots: &Roots, mounts: &CgroupMounts, force: bool) -
         }
     }
     r.undone = undo_entries(roots, &valid);
+    if !r.owner_alive {
+        // Empty `schedkit-<owner>` cgroups the dead run made unjournaled (the gang
+        // freezer's probes and job groups: inert while empty) go too.
+        crate::jobcg::remove_empty_run_dirs(roots, p.header.pid);
+    }
     if !r.corrupt_lines.is_empty() || !r.rejected.is_empty() {
         // Kept for a human: what it holds cannot (or must not) be undone.
         match set_aside(path) {

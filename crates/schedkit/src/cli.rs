@@ -1,5 +1,6 @@
 //! Command-line parsing and dispatch. Exit status: 0 success, 1 failure, 2 bad input,
-//! 3 missing privileges.
+//! 3 missing privileges, 4 another run holds the machine lease (`run --wait` queues), 5 a
+//! dead run's changes must be restored first (`schedkit restore`, or `run --restore-stale`).
 
 use crate::output;
 use anyhow::Result;
@@ -34,6 +35,10 @@ enum Command {
     /// Simulate one scenario under several policies and compare them side by side.
     Compare(crate::compare::CompareArgs),
     /// Run a scenario on this machine's real cores (or one command: `run --exclusive -- CMD`).
+    ///
+    /// Exit status: 0 done, 1 failure, 2 bad input, 3 missing privilege, 4 another schedkit
+    /// run holds what this run needs (`--wait` queues behind it), 5 a dead run's changes were
+    /// never undone (`schedkit restore` first, or `--restore-stale`), 130 interrupted.
     Run(crate::run::RunArgs),
     /// Show the machine's topology (CPUs, cores, SMT siblings, caches, NUMA nodes).
     Topo(crate::topo::TopoArgs),
