@@ -312,19 +312,18 @@ fn killed_runs_leave_nothing_behind() {
             !left.iter().any(|&y| alive(y)),
             "{policy}: SIGTERM ends the job"
         );
-        // SIGKILL + restore: nice values back, tasks moved out, cgroups gone.
+        // SIGKILL + restore: the job ends with it (its processes ran in the run's job
+        // cgroup, which restore kills; before job cgroups, restore only moved them out and
+        // reset their nice values), and the cgroups are gone (checked in kill_helper).
         let left = kill_helper(policy, libc::SIGKILL);
-        for &y in &left {
-            let n = nice_of(y);
-            assert!(
-                n == 0 || n == i32::MIN,
-                "{policy}: nice restored to 0, is {n}"
-            );
-            let cg = std::fs::read_to_string(format!("/proc/{y}/cgroup")).unwrap_or_default();
-            assert!(!cg.contains("schedkit-"), "{policy}: moved back out: {cg}");
-            // SAFETY: a leftover `yes` of our own helper.
-            unsafe { libc::kill(y, libc::SIGKILL) };
+        let t0 = Instant::now();
+        while left.iter().any(|&y| alive(y)) && t0.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(10));
         }
+        assert!(
+            !left.iter().any(|&y| alive(y)),
+            "{policy}: restore after SIGKILL ends the job"
+        );
     }
 }
 
