@@ -284,7 +284,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// SCHEDKIT_CTL_BIN: the binary (default this build's); SCHEDKIT_CTL_REPEATS (default 10);
 /// SCHEDKIT_CTL_CAP_S: the cap in seconds (default 10).
 #[test]
-#[ignore]
+#[ignore = "benchmark, not a check: prints ctl latencies for docs/results/ctl.md; run with --ignored"]
 fn ctl_latency_bench() {
     let _s = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(why) = skip_reason() {
