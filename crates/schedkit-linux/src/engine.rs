@@ -166,6 +166,12 @@ pub struct RunOptions {
     pub iterations: Option<u64>,
     /// The lease, leftovers of dead runs, and whether the job outlives the run.
     pub guard: crate::guard::GuardOptions,
+    /// The run stops at the scenario's horizon (a command run without `--horizon` runs until
+    /// the command exits): a run that ends later than the horizon overran it.
+    pub bounded: bool,
+    /// Go on when the run cannot do what the scenario asks (fewer CPUs than its `cores`),
+    /// saying so in the report; otherwise such a run is refused ([`Error::Degraded`]).
+    pub allow_degraded: bool,
 }
 
 impl RunOptions {
@@ -187,6 +193,8 @@ impl RunOptions {
                 wait: Some(Duration::MAX),
                 ..Default::default()
             },
+            bounded: true,
+            allow_degraded: false,
         }
     }
 }
@@ -196,6 +204,10 @@ impl RunOptions {
 pub struct ThreadOutcome {
     pub name: String,
     pub process: String,
+    /// The thread's identity in the trace and the report, as in the simulator: the index of
+    /// its process in the scenario and its index among that process's threads.
+    pub process_index: usize,
+    pub thread_index: u32,
     pub tid: i32,
     pub last_cpu: usize,
     pub cpu_ns: u64,
@@ -244,6 +256,8 @@ pub struct RunOutcome {
     pub fair: Option<FairReport>,
     /// The sampler's own cost and the periods it used.
     pub sampler: SamplerReport,
+    /// The CPUs the job had, the machine's other work, the horizon ([`crate::honest`]).
+    pub frame: crate::honest::RunFrame,
 }
 
 /// What sampling cost: the engine thread's CPU time inside the sampling steps (its CPU
@@ -514,6 +528,9 @@ struct Track {
     /// Time of the thread's `Arrive` event: nothing of it is placed earlier.
     arrive_ns: u64,
     prev_run: u64,
+    /// Run-queue delay (schedstat) at the last sample: with the CPU time it tells how much
+    /// of an interval the thread was runnable, and so how much it slept.
+    prev_wait: u64,
     /// CPU time seen but not yet placed in the trace (it did not fit its interval).
     carry: u64,
     prev_sw: (u64, u64),
@@ -585,6 +602,22 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     let privs = Privileges::current();
     let mut warnings = Vec::new();
     let ncpu = topo.online.iter().last().map_or(1, |c| c + 1);
+    let mut frame = crate::honest::RunFrame {
+        allowed: crate::honest::allowed_cpus(&topo.online),
+        online: topo.online.clone(),
+        horizon: opts.bounded.then_some(scenario.horizon),
+        ..Default::default()
+    };
+    if let Some(w) = crate::honest::fewer_cpus(scenario.cores, &frame.online, &frame.allowed) {
+        if !opts.allow_degraded {
+            return Err(Error::Degraded(format!(
+                "{}: cores: {w}; give the run the CPUs (or lower `cores`), or pass \
+                 --allow-degraded to run on fewer and say so in the report",
+                scenario.file
+            )));
+        }
+        frame.degraded.push(w);
+    }
 
     // The lease, the stale check, the journal and the job cgroups (crate::guard).
     let crate::guard::Guard {
@@ -619,7 +652,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         None => None,
     };
     let mut isolation = None;
-    let mut job_cpus = topo.online.clone();
+    let mut job_cpus = frame.allowed.clone();
     match &opts.policy {
         RunPolicy::Exclusive(cfg) => {
             let mut cfg = cfg.clone();
@@ -682,6 +715,9 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     order.sort_by_key(|&i| (scenario.processes[i].arrival, i));
     let mut pending = order.into_iter().peekable();
     let horizon = scenario.horizon.0;
+    frame.job = job_cpus.clone();
+    let machine_at_start = crate::honest::CpuTimes::read(&roots, &frame.job);
+    let own_cpu_at_start = crate::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
     let origin = Instant::now();
     let stop_threads = Arc::new(AtomicBool::new(false));
     let mut procs: Vec<Option<Proc>> = (0..scenario.processes.len()).map(|_| None).collect();
@@ -941,6 +977,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         slot: slot_no,
                         arrive_ns: arrive_at,
                         prev_run: 0,
+                        prev_wait: 0,
                         carry: 0,
                         prev_sw: (0, 0),
                         open_core: None,
@@ -1117,6 +1154,8 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         thread_out.push(ThreadOutcome {
             name: format!("{}.{}", sp.name, tr.index),
             process: sp.name.clone(),
+            process_index: tr.process,
+            thread_index: tr.index,
             tid: tr.tid,
             last_cpu: tr.last.cpu,
             cpu_ns: tr.prev_run,
@@ -1179,6 +1218,18 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
             r.join();
         }
     }
+    // The machine's other work on the job's CPUs: their busy time, less the job's, less
+    // schedkit's own (its process clock less the built-in workload threads it hosts).
+    frame.machine = machine_at_start
+        .and_then(|a| crate::honest::CpuTimes::read(&roots, &frame.job).map(|b| a.since(&b)));
+    let builtin_cpu: u64 = tracks
+        .iter()
+        .filter(|t| t.shared.is_some())
+        .map(|t| t.prev_run)
+        .sum();
+    frame.schedkit_cpu_ns = crate::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+        .saturating_sub(own_cpu_at_start)
+        .saturating_sub(builtin_cpu);
     let mut sampler = period.report;
     sampler.wall_ns = end;
     let fair = fair.map(|f| {
@@ -1209,7 +1260,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         scenario: sc,
         events,
         end: Nanos(end),
-        cores: topo.n_cpus().max(ncpu.min(topo.n_cpus())),
+        cores: frame.job.len().max(1),
         threads: thread_out,
         processes,
         exclusive: isolation.map(|(i, _)| i.report),
@@ -1219,6 +1270,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         gang,
         fair,
         sampler,
+        frame,
     })
 }
 
@@ -1284,6 +1336,8 @@ fn sample(
     struct Obs {
         tr: usize,
         ran: u64,
+        /// Run-queue delay in the interval (schedstat).
+        waited: u64,
         pieces: u64,
         core: usize,
         runnable: bool,
@@ -1303,11 +1357,14 @@ fn sample(
         let st = read_thread(roots, tr, full, buf);
         // Times scheduled in since the last sample (schedstat), for the pieces.
         let mut slices = None;
+        let mut waited = 0;
         let (run, sw, core, runnable, finish) = match (st, fin_at) {
             (Ok(st), None) if st.state != 'Z' && st.state != 'X' => {
                 if tr.last.tid != 0 {
                     slices = Some(st.timeslices.saturating_sub(tr.last.timeslices));
                 }
+                waited = st.wait_ns.saturating_sub(tr.prev_wait);
+                tr.prev_wait = st.wait_ns.max(tr.prev_wait);
                 let r = (
                     st.run_ns,
                     (st.voluntary_switches, st.involuntary_switches),
@@ -1348,6 +1405,7 @@ fn sample(
         let _ = tr.stall_run;
         obs.push(Obs {
             tr: i,
+            waited,
             ran: ran + std::mem::take(&mut tr.carry),
             pieces: 1 + slices.unwrap_or(dv + di).min(8),
             core,
@@ -1437,11 +1495,14 @@ fn sample(
             }
         }
         if !tr.runnable && (o.ran > 0 || o.runnable) {
+            let at = wake_time(o.ran, o.waited, t0, t1);
             events.push(Event::Wake {
-                t: Nanos(t0),
+                t: Nanos(at),
                 slot: tr.slot,
             });
             tr.runnable = true;
+            // Its pieces start no earlier than the wake-up (as after an arrival).
+            tr.arrive_ns = tr.arrive_ns.max(at);
         }
     }
     // Per CPU layout.
@@ -1614,6 +1675,20 @@ fn sample(
                 slot: tr.slot,
             });
             tr.runnable = false;
+        } else if o.runnable && tr.runnable && tr.open_core.is_none() {
+            if let Some(slept) = slept_inside(o.ran, o.waited, t1 - t0) {
+                let wake = (at + slept).min(t1);
+                if wake > at {
+                    events.push(Event::Block {
+                        t: Nanos(at),
+                        slot: tr.slot,
+                    });
+                    events.push(Event::Wake {
+                        t: Nanos(wake),
+                        slot: tr.slot,
+                    });
+                }
+            }
         }
     }
     // Processes that ended.
@@ -1652,6 +1727,20 @@ fn sample(
             );
         }
     }
+}
+
+/// When a thread blocked at `t0` and runnable at `t1` woke: it was runnable for its CPU time
+/// `ran` and its run-queue delay `waited` in the interval, which end at `t1`.
+fn wake_time(ran: u64, waited: u64, t0: u64, t1: u64) -> u64 {
+    t1.saturating_sub(ran + waited).clamp(t0, t1)
+}
+
+/// How long a thread runnable at both ends of an interval of `len` slept inside it: the part
+/// its CPU time and run-queue delay do not cover, when that is over a tenth of the interval
+/// (below, schedstat's accounting lag of up to one tick is as large as the signal).
+fn slept_inside(ran: u64, waited: u64, len: u64) -> Option<u64> {
+    let slept = len.saturating_sub(ran + waited);
+    (slept * 10 > len).then_some(slept)
 }
 
 fn last_piece_of(seq: &[(usize, u64)], n: usize, k: usize) -> bool {
