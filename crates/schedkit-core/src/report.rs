@@ -111,12 +111,13 @@ pub struct Report {
     pub processes: Vec<ShareReport>,
     pub groups: Vec<ShareReport>,
     pub summary: Summary,
-    /// The CPUs the job could use, where the engine knows them (a real run: `0-1`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The CPUs the job could use, where the engine knows them (a real run: `0-1`; `null`
+    /// for the simulator, whose cores are the scenario's).
+    #[serde(default)]
     pub cpus: Option<String>,
     /// Where the run was not what the scenario asked (fewer CPUs, outside load, an overrun
     /// horizon, degraded privileges), one sentence each; empty for the simulator.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub warnings: Vec<String>,
 }
 
@@ -224,6 +225,21 @@ pub struct Metrics {
     next_sample: u64,
     /// C / T of each real-time task: its ideal share of one core.
     task_utilisation: Vec<f64>,
+    /// Per task, what an engine that does not trace every dispatch measured instead
+    /// ([`Metrics::measured_task`]).
+    measured_tasks: Vec<Option<MeasuredTask>>,
+    /// Context switches and migrations of the whole run as the engine measured them
+    /// ([`Metrics::measured_totals`]).
+    measured_totals: Option<(u64, u64)>,
+}
+
+/// A task's counts from an engine that measures them rather than tracing each dispatch (the
+/// real task runners): CPU time (`None`: not measured per task), migrations, switches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MeasuredTask {
+    pub cpu_ns: Option<u64>,
+    pub migrations: u64,
+    pub context_switches: u64,
 }
 
 impl Metrics {
@@ -300,7 +316,25 @@ impl Metrics {
             gps_all_capped: false,
             sample_interval,
             next_sample: sample_interval,
+            measured_tasks: vec![None; scenario.tasks.len()],
+            measured_totals: None,
         }
+    }
+
+    /// What the engine measured for task `task` (the real task runners trace releases and
+    /// finishes of jobs, not every dispatch). With a CPU time, the task's share and lag are
+    /// of that CPU time, known at the end only (so `max_abs_lag_ns` is |lag| at the end);
+    /// without one, CPU, share and lag stay unmeasured (zero) for every task.
+    pub fn measured_task(&mut self, task: usize, m: MeasuredTask) {
+        if let Some(slot) = self.measured_tasks.get_mut(task) {
+            *slot = Some(m);
+        }
+    }
+
+    /// The run's context switches and migrations as the engine counted them (whose counts
+    /// they are is the engine's to say); they replace the counts of the traced dispatches.
+    pub fn measured_totals(&mut self, context_switches: u64, migrations: u64) {
+        self.measured_totals = Some((context_switches, migrations));
     }
 
     /// Records iterations of a built-in workload (the real engine).
@@ -623,6 +657,22 @@ impl Metrics {
         let np = self.process_names.len();
         let mut misses = 0;
         let mut jobs = 0;
+        // Measured task counts replace the traced ones (there are none to replace).
+        let any_measured = self.measured_tasks.iter().any(Option::is_some);
+        let all_cpu_measured = any_measured
+            && self
+                .measured_tasks
+                .iter()
+                .all(|m| m.is_some_and(|m| m.cpu_ns.is_some()));
+        for (k, m) in self.measured_tasks.iter().enumerate() {
+            let Some(m) = m else { continue };
+            self.tasks[k].migrations = m.migrations;
+            self.tasks[k].switches = m.context_switches;
+            if let Some(cpu) = m.cpu_ns {
+                self.entities[np + k].cpu = cpu;
+                self.busy_ns += cpu;
+            }
+        }
         for (k, ts) in self.tasks.iter_mut().enumerate() {
             // Jobs still open at the end whose deadline has passed are misses too.
             let late = ts.open.values().filter(|(_, d)| *d < end).count() as u64;
@@ -682,12 +732,22 @@ impl Metrics {
                 work_rate: e.work_done.map(|w| w as f64 / (window as f64 / 1e9)),
             }
         };
-        let processes: Vec<ShareReport> = self
+        let mut processes: Vec<ShareReport> = self
             .entities
             .iter()
             .enumerate()
             .map(|(i, e)| share_of(i, e, if i < np { proc_wait[i] } else { (0, 0, 0) }))
             .collect();
+        // A measured task's lag is known at the end only; unmeasured CPU means no lag at all.
+        if any_measured {
+            for p in processes.iter_mut().skip(np) {
+                if all_cpu_measured {
+                    p.max_abs_lag_ns = p.lag_ns.unsigned_abs();
+                } else {
+                    (p.lag_ns, p.max_abs_lag_ns) = (0, 0);
+                }
+            }
+        }
         let groups: Vec<ShareReport> = (0..self.group_names.len())
             .map(|g| {
                 let members: Vec<usize> = (0..np)
@@ -767,10 +827,10 @@ impl Metrics {
                 avg_waiting_ns: div(sum_wait, n_thr),
                 avg_turnaround_ns: div(sum_turn, n_thr),
                 avg_response_ns: div(sum_resp, n_resp),
-                context_switches: self.switches,
+                context_switches: self.measured_totals.map_or(self.switches, |m| m.0),
                 dispatches: self.dispatches,
                 preemptions: self.preemptions,
-                migrations: self.migrations,
+                migrations: self.measured_totals.map_or(self.migrations, |m| m.1),
                 deadline_misses: misses,
                 jobs,
                 max_abs_share_error,

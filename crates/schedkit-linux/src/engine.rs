@@ -565,10 +565,12 @@ struct Proc {
 /// Sort rank at equal times: leave a CPU before anyone takes it.
 fn rank(e: &Event) -> u8 {
     match e {
-        Event::Deschedule { .. } => 0,
-        Event::Finish { .. } => 1,
-        Event::Block { .. } => 2,
-        Event::Arrive { .. } => 3,
+        // A thread exists before anything else happens to it at the same instant (a sleep
+        // placed at its arrival, say).
+        Event::Arrive { .. } => 0,
+        Event::Deschedule { .. } => 1,
+        Event::Finish { .. } => 2,
+        Event::Block { .. } => 3,
         Event::Wake { .. } => 4,
         Event::Migrate { .. } => 5,
         Event::Dispatch { .. } => 6,
@@ -720,6 +722,17 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     let own_cpu_at_start = crate::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
     let origin = Instant::now();
     let stop_threads = Arc::new(AtomicBool::new(false));
+    // Job threads above the engine cannot hold the run past its horizon (guard docs).
+    let horizon_watch = match &opts.policy {
+        RunPolicy::Exclusive(_) => None,
+        _ if !opts.bounded => None,
+        _ => crate::guard::HorizonWatch::start(
+            crate::gettid(),
+            origin + Duration::from_nanos(scenario.horizon.0),
+            vec![opts.stop.clone()],
+            signal_flag(),
+        ),
+    };
     let mut procs: Vec<Option<Proc>> = (0..scenario.processes.len()).map(|_| None).collect();
     let mut tracks: Vec<Track> = Vec::new();
     let mut by_tid: HashMap<i32, usize> = HashMap::new();
@@ -1091,6 +1104,20 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     }
     // Wind down: stop built-in threads and commands still running.
     let end = (origin.elapsed().as_nanos() as u64).max(t_prev);
+    drop(horizon_watch);
+    // The machine's other work on the job's CPUs: their busy time, less the job's, less
+    // schedkit's own (its process clock less the built-in workload threads it hosts),
+    // read now, before the tear-down.
+    frame.machine = machine_at_start
+        .and_then(|a| crate::honest::CpuTimes::read(&roots, &frame.job).map(|b| a.since(&b)));
+    let builtin_cpu: u64 = tracks
+        .iter()
+        .filter(|t| t.shared.is_some())
+        .map(|t| t.prev_run)
+        .sum();
+    frame.schedkit_cpu_ns = crate::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+        .saturating_sub(own_cpu_at_start)
+        .saturating_sub(builtin_cpu);
     stop_threads.store(true, Ordering::Relaxed);
     // Demote the job's remaining threads first: a FIFO thread spinning on a CPU would keep
     // its own process (or a waiting parent on that CPU) from running to handle the signal.
@@ -1218,18 +1245,6 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
             r.join();
         }
     }
-    // The machine's other work on the job's CPUs: their busy time, less the job's, less
-    // schedkit's own (its process clock less the built-in workload threads it hosts).
-    frame.machine = machine_at_start
-        .and_then(|a| crate::honest::CpuTimes::read(&roots, &frame.job).map(|b| a.since(&b)));
-    let builtin_cpu: u64 = tracks
-        .iter()
-        .filter(|t| t.shared.is_some())
-        .map(|t| t.prev_run)
-        .sum();
-    frame.schedkit_cpu_ns = crate::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
-        .saturating_sub(own_cpu_at_start)
-        .saturating_sub(builtin_cpu);
     let mut sampler = period.report;
     sampler.wall_ns = end;
     let fair = fair.map(|f| {
@@ -1675,7 +1690,9 @@ fn sample(
                 slot: tr.slot,
             });
             tr.runnable = false;
-        } else if o.runnable && tr.runnable && tr.open_core.is_none() {
+        } else if o.runnable && tr.runnable && tr.open_core.is_none() && at > tr.arrive_ns {
+            // (Not for a thread that arrived or woke inside this interval: its runnable
+            // stretch already starts where its time fits.)
             if let Some(slept) = slept_inside(o.ran, o.waited, t1 - t0) {
                 let wake = (at + slept).min(t1);
                 if wake > at {

@@ -199,7 +199,13 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     }
     // Periodic fork-join tasks (seed 001) have their own real engines.
     if !scenario.tasks.is_empty() && !a.exclusive {
-        return crate::taskrun::run_scenario(&scenario, &a.report, !a.no_perf, a.stall_witness);
+        return crate::taskrun::run_scenario(
+            &scenario,
+            &a.report,
+            !a.no_perf,
+            a.stall_witness,
+            a.allow_degraded,
+        );
     }
     if a.stall_witness {
         return Err(bad(
