@@ -6,8 +6,12 @@
 //! So far: the simulator's parameter sweep ([`sweep`]). The experiments that drive the real
 //! engine (`schedkit experiment ...`) still live in the binary.
 
+pub mod compare;
 pub mod error;
+pub mod gang;
+pub mod machine;
 pub mod metrics;
+pub mod progress;
 pub mod stats;
 pub mod sweep;
 

@@ -18,7 +18,7 @@
 //! Hogs are this binary run with the hidden `--hog BYTES` flag; they die with the experiment
 //! (PDEATHSIG) and are killed after each load block.
 
-use crate::cli::Failure;
+use crate::failure::Failure;
 use clap::{Args, ValueEnum};
 use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, Work};
 use schedkit_core::Nanos;
@@ -269,7 +269,7 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
         hog(b);
     }
     let bad = |m: String| Failure {
-        status: crate::cli::EXIT_BAD_INPUT,
+        status: crate::failure::EXIT_BAD_INPUT,
         message: m,
     };
     let array = schedkit_core::time::Bytes::parse(&a.array)

@@ -38,7 +38,7 @@ use rand_chacha::ChaCha8Rng;
 use schedkit_runtime::{Arch, Config, Event, EventKind, Runtime, Stats};
 use serde::Serialize;
 
-use crate::cli::{Failure, EXIT_BAD_INPUT};
+use crate::failure::{Failure, EXIT_BAD_INPUT};
 use schedkit_render::chart::{side_by_side, Axis, Chart, LineChart, Series};
 
 /// The paper's thread counts.
