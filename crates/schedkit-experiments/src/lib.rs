@@ -8,6 +8,7 @@
 
 pub mod compare;
 pub mod error;
+pub mod exclusive;
 pub mod gang;
 pub mod machine;
 pub mod metrics;
