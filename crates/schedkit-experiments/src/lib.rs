@@ -9,6 +9,7 @@
 pub mod compare;
 pub mod error;
 pub mod exclusive;
+pub mod fibers;
 pub mod gang;
 pub mod machine;
 pub mod metrics;
