@@ -136,7 +136,8 @@ impl Backend for MayBackend {
             .map(|j| unsafe { may::coroutine::spawn(j) })
             .collect();
         for h in hs {
-            h.join().map_err(|_| "a may coroutine panicked".to_string())?;
+            h.join()
+                .map_err(|_| "a may coroutine panicked".to_string())?;
         }
         Ok(())
     }
