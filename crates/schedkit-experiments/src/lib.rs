@@ -3,11 +3,20 @@
 //! arguments, calls, and prints. Also the pieces experiments share: summary statistics
 //! ([`stats`]) and fairness metrics over traces ([`metrics`]).
 //!
-//! So far: the simulator's parameter sweep ([`sweep`]). The experiments that drive the real
-//! engine (`schedkit experiment ...`) still live in the binary.
+//! Here: the simulator's parameter sweep ([`sweep`]), the policy comparison ([`compare`]) and
+//! the experiments [`gang`], [`exclusive`] and [`fibers`]. Those that need the real engine or
+//! helper processes get them through [`machine::Machine`], which the binary implements;
+//! progress goes through [`progress::Progress`]; nothing here prints. `experiment paws`,
+//! `greedy`, `global-fairness`, `tenants` and `bench` still live in the binary.
 
+pub mod compare;
 pub mod error;
+pub mod exclusive;
+pub mod fibers;
+pub mod gang;
+pub mod machine;
 pub mod metrics;
+pub mod progress;
 pub mod stats;
 pub mod sweep;
 

@@ -14,7 +14,7 @@
 //! building the scenario. Workloads whose policy the simulator does not have yet are listed
 //! as skipped, not dropped silently.
 
-use crate::cli::Failure;
+use crate::failure::Failure;
 use crate::output::table;
 use anyhow::{anyhow, Context};
 use clap::{Args, Subcommand};
@@ -374,7 +374,7 @@ fn peak_rss_kib() -> Result<u64, Failure> {
 
 fn parse_duration(s: &str, field: &str) -> Result<Nanos, Failure> {
     Nanos::parse(s).map_err(|e| Failure {
-        status: crate::cli::EXIT_BAD_INPUT,
+        status: crate::failure::EXIT_BAD_INPUT,
         message: format!("--{field} {s}: {e}"),
     })
 }
@@ -385,7 +385,7 @@ fn one(a: OneArgs) -> Result<(), Failure> {
         .into_iter()
         .find(|w| w.name == a.name)
         .ok_or_else(|| Failure {
-            status: crate::cli::EXIT_BAD_INPUT,
+            status: crate::failure::EXIT_BAD_INPUT,
             message: format!("no benchmark workload named {}", a.name),
         })?;
     let (report, _, stats) = schedkit_sim::simulate_report(&w.scenario(), false)?;
@@ -403,7 +403,7 @@ fn export(a: ExportArgs) -> Result<(), Failure> {
     let horizon = parse_duration(&a.horizon, "horizon")?;
     if a.utilisation > a.tasks as f64 || a.utilisation <= 0.0 || a.cores == 0 {
         return Err(Failure {
-            status: crate::cli::EXIT_BAD_INPUT,
+            status: crate::failure::EXIT_BAD_INPUT,
             message: format!(
                 "--utilisation {} must be in (0, tasks = {}] and --cores at least 1",
                 a.utilisation, a.tasks

@@ -2,15 +2,12 @@
 //! 3 missing privileges, 4 another run holds the machine lease (`run --wait` queues), 5 a
 //! dead run's changes must be restored first (`schedkit restore`, or `run --restore-stale`).
 
-use crate::output;
-use anyhow::Result;
+use crate::failure::{Failure, EXIT_BAD_INPUT};
+use crate::output::{self, ReportArgs};
 use clap::{Args, Parser, Subcommand};
-use schedkit_core::scenario::{Scenario, ScenarioError};
+use schedkit_core::scenario::Scenario;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-/// Exit status for bad input (scenario or arguments).
-pub const EXIT_BAD_INPUT: u8 = 2;
 
 #[derive(Parser)]
 #[command(
@@ -80,17 +77,6 @@ enum ExperimentCommand {
     Paws(crate::experiment_paws::PawsExpArgs),
 }
 
-/// Where a report goes besides the table on stdout.
-#[derive(Args, Clone, Default)]
-pub struct ReportArgs {
-    /// Print the report as JSON (integer nanoseconds) instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    /// Print the per-thread report as CSV instead of the table.
-    #[arg(long, conflicts_with = "json")]
-    pub csv: bool,
-}
-
 #[derive(Args)]
 struct SimArgs {
     /// Scenario file (TOML; see docs/scenario.md).
@@ -105,39 +91,6 @@ struct SimArgs {
     /// Also write the trace as Chrome trace-event JSON (opens in Perfetto) into this file.
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
-}
-
-/// A failure with its exit status.
-pub struct Failure {
-    pub status: u8,
-    pub message: String,
-}
-
-impl From<ScenarioError> for Failure {
-    fn from(e: ScenarioError) -> Failure {
-        Failure {
-            status: EXIT_BAD_INPUT,
-            message: e.to_string(),
-        }
-    }
-}
-
-impl From<schedkit_experiments::Error> for Failure {
-    fn from(e: schedkit_experiments::Error) -> Failure {
-        Failure {
-            status: if e.is_bad_input() { EXIT_BAD_INPUT } else { 1 },
-            message: e.to_string(),
-        }
-    }
-}
-
-impl From<anyhow::Error> for Failure {
-    fn from(e: anyhow::Error) -> Failure {
-        Failure {
-            status: 1,
-            message: format!("{e:#}"),
-        }
-    }
 }
 
 pub fn main() -> ExitCode {
@@ -205,6 +158,3 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
     }
     Ok(())
 }
-
-#[allow(dead_code)]
-fn _assert_result_type(_: Result<()>) {}

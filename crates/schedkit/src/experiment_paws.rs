@@ -23,7 +23,7 @@
 //! the pool the steals and the preemption latency. Charts: `paws-migrations.svg` and
 //! `paws-switches.svg` in `--out`, with `paws.json` (everything, per set).
 
-use crate::cli::{Failure, EXIT_BAD_INPUT};
+use crate::failure::{Failure, EXIT_BAD_INPUT};
 use crate::output::table;
 use crate::taskrun::{percentile, run_real, RealOptions};
 use clap::{Args, ValueEnum};

@@ -6,8 +6,9 @@
 //! switch and migration counts, perf counters, the longest stall, what exclusive mode moved
 //! and what the kernel refused) follows the table, and goes to `--linux-json FILE`.
 
-use crate::cli::{Failure, ReportArgs, EXIT_BAD_INPUT};
+use crate::failure::{Failure, EXIT_BAD_INPUT};
 use crate::output;
+use crate::output::ReportArgs;
 use clap::{Args, ValueEnum};
 use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, Work};
 use schedkit_core::trace::TraceLog;

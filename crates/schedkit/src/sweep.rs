@@ -1,10 +1,11 @@
 //! `schedkit sim FILE --sweep ...`: the flags, and printing what
 //! `schedkit_experiments::sweep` returns (see there for what a sweep is).
 
-use crate::cli::Failure;
+use crate::failure::Failure;
+use crate::progress::Bar;
 use clap::Args;
 use schedkit_core::scenario::Scenario;
-use schedkit_experiments::sweep::{render, sweep_with_progress, Progress, SweepOptions};
+use schedkit_experiments::sweep::{render, sweep_with_progress, SweepOptions};
 
 /// The sweep options of `schedkit sim`.
 #[derive(Args, Clone, Default)]
@@ -41,12 +42,8 @@ impl From<&SweepArgs> for SweepOptions {
 pub fn run(file: &std::path::Path, args: &SweepArgs, json: bool) -> Result<(), Failure> {
     let base = Scenario::load(file)?;
     let options = SweepOptions::from(args);
-    let pb = progress();
-    let rows = sweep_with_progress(&base, &options, &|p| match p {
-        Progress::Start(n) => pb.set_length(n),
-        Progress::SetDone => pb.inc(1),
-        Progress::Finished => pb.finish_and_clear(),
-    })?;
+    let bar = Bar::styled("sweep [{bar:30}] {pos}/{len} task sets {elapsed}<{eta}");
+    let rows = sweep_with_progress(&base, &options, &bar)?;
     if json {
         let doc = serde_json::json!({
             "file": base.file,
@@ -64,20 +61,4 @@ pub fn run(file: &std::path::Path, args: &SweepArgs, json: bool) -> Result<(), F
         print!("{}", render(&base, &options, &rows));
     }
     Ok(())
-}
-
-fn progress() -> indicatif::ProgressBar {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let pb = indicatif::ProgressBar::new(0);
-    pb.set_style(
-        indicatif::ProgressStyle::with_template(
-            "sweep [{bar:30}] {pos}/{len} task sets {elapsed}<{eta}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    pb
 }

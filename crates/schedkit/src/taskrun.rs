@@ -15,8 +15,9 @@
 //! on another core; fiber switch-ins), and in the summary those plus the kernel's counts for the
 //! worker threads.
 
-use crate::cli::{Failure, ReportArgs, EXIT_BAD_INPUT};
+use crate::failure::{Failure, EXIT_BAD_INPUT};
 use crate::output;
+use crate::output::ReportArgs;
 use schedkit_core::report::{MeasuredTask, Metrics, Report};
 use schedkit_core::scenario::{PolicyName, Scenario, Task};
 use schedkit_core::trace::{Event, TraceSink};

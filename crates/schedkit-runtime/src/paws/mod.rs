@@ -383,18 +383,8 @@ impl RtPool {
         for _ in 0..=n {
             let _ = rx.recv();
         }
-        let w = shared.warnings.lock();
-        if let Some(first) = w.first() {
-            eprintln!(
-                "schedkit-runtime: warning: paws pool: {first}{}",
-                if w.len() > 1 {
-                    format!(" (and {} more, see RtReport::warnings)", w.len() - 1)
-                } else {
-                    String::new()
-                }
-            );
-        }
-        drop(w);
+        // The workers' warnings reach the caller in `RtReport::warnings`: a library does not
+        // print.
         Ok(RtPool {
             shared,
             threads,
