@@ -1871,6 +1871,9 @@ pub struct FairRun {
     trim_cgroup: Vec<usize>,
     trim_entity_of_process: Vec<usize>,
     trim_writes: u64,
+    /// The weight last written to the cgroups' parent: the job's live threads at their
+    /// weights, as if they ran beside the rest of the machine at the top level.
+    parent_load: u64,
     /// The engine thread raised to SCHED_FIFO 10 (put back when the run ends).
     raised: Option<RaisedClass>,
 }
@@ -1960,6 +1963,7 @@ impl FairRun {
             trim_cgroup: Vec::new(),
             trim_entity_of_process: Vec::new(),
             trim_writes: 0,
+            parent_load: 0,
             raised: None,
         };
         if name == PolicyName::ProcessFair || tenants {
@@ -2050,6 +2054,25 @@ impl FairRun {
             eprintln!("schedkit: warning: {name}: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); controller periods may be late under load");
         }
         Ok(run)
+    }
+
+    /// The parent cgroup's weight follows the job's live threads (a command that forks 400
+    /// tasks weighs as 400 threads, not as the one the scenario names); rewritten when it
+    /// changes by more than a tenth, so a steady job costs no writes.
+    fn update_parent_load(&mut self, scenario: &Scenario, tracks: &[Track]) {
+        let Some(cg) = self.cgroups.as_ref() else {
+            return;
+        };
+        let load: u64 = tracks
+            .iter()
+            .filter(|t| !t.finished)
+            .map(|t| scenario.processes[t.process].weight)
+            .sum::<u64>()
+            .max(1);
+        let diff = load.abs_diff(self.parent_load);
+        if diff * 10 > self.parent_load && cg.set_parent_load(load).is_ok() {
+            self.parent_load = load;
+        }
     }
 
     /// A command process joins its cgroup (before it is released).
@@ -2224,6 +2247,7 @@ impl FairRun {
                 }
             }
         }
+        self.update_parent_load(scenario, tracks);
         self.trim_tick(now, tracks, warnings);
         let Some(mut ctl) = self.controller.take() else {
             self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);
