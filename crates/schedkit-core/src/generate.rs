@@ -417,6 +417,19 @@ pub fn bench_workloads(quick: bool, horizon: Option<Nanos>) -> Vec<Workload> {
             kind: WorkloadKind::Processes(1000),
         });
     }
+    // The EEVDF model on the same workloads: issue 19 asks for at least 70 % of the CFS
+    // model's events/s, so its target is 70 % of theirs.
+    for cores in [2, 8, 64] {
+        out.push(Workload {
+            name: format!("eevdf-1000x{cores}"),
+            unit: "events",
+            target: 1.4e6,
+            policy: PolicyName::Eevdf,
+            cores,
+            horizon: h(10),
+            kind: WorkloadKind::Processes(1000),
+        });
+    }
     for (tasks, cores, utilisation) in [(20, 4, 3.0), (100, 16, 12.0), (1000, 64, 48.0)] {
         out.push(Workload {
             name: format!("gedf-{tasks}x{cores}"),

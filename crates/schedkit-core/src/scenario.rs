@@ -315,8 +315,6 @@ pub enum Phase {
     Sleep(Nanos),
 }
 
-
-
 /// One `[[group]]` (tenant).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Group {
@@ -1081,7 +1079,11 @@ fn check_pattern(
     for ph in raw.into_inner() {
         let (d, field, phase) = match (ph.run, ph.sleep) {
             (Some(r), None) => (r, "process.pattern.run", Phase::Run as fn(Nanos) -> Phase),
-            (None, Some(s)) => (s, "process.pattern.sleep", Phase::Sleep as fn(Nanos) -> Phase),
+            (None, Some(s)) => (
+                s,
+                "process.pattern.sleep",
+                Phase::Sleep as fn(Nanos) -> Phase,
+            ),
             _ => {
                 return Err(loc.err(
                     span,
@@ -1186,9 +1188,15 @@ mod tests {
             ("pattern = []\n", "process.pattern"),
             ("pattern = [{ sleep = \"8ms\" }]\n", "process.pattern"),
             ("pattern = [{ run = \"0ms\" }]\n", "process.pattern.run"),
-            ("pattern = [{ run = \"1ms\", sleep = \"1ms\" }]\n", "process.pattern"),
+            (
+                "pattern = [{ run = \"1ms\", sleep = \"1ms\" }]\n",
+                "process.pattern",
+            ),
             ("pattern = [{ run = \"1ms\" }, { nap = \"1ms\" }]\n", "nap"),
-            ("work = \"barrier\"\npattern = [{ run = \"1ms\" }]\n", "process.pattern"),
+            (
+                "work = \"barrier\"\npattern = [{ run = \"1ms\" }]\n",
+                "process.pattern",
+            ),
         ] {
             let e = err(&format!("{base}{text}"));
             assert_eq!(e.field, field, "{text}: {e}");

@@ -15,6 +15,9 @@ pub enum Error {
     /// The scenario file is unusable.
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
+    /// A real run failed (the machine, not the input).
+    #[error("real run of {scenario}: {message}")]
+    Run { scenario: String, message: String },
 }
 
 impl Error {
@@ -31,6 +34,7 @@ impl Error {
     pub fn is_bad_input(&self) -> bool {
         match self {
             Error::BadOption { .. } | Error::Scenario(_) => true,
+            Error::Run { .. } => false,
         }
     }
 }

@@ -3,10 +3,12 @@
 //! arguments, calls, and prints. Also the pieces experiments share: summary statistics
 //! ([`stats`]) and fairness metrics over traces ([`metrics`]).
 //!
-//! So far: the simulator's parameter sweep ([`sweep`]). The experiments that drive the real
+//! So far: the simulator's parameter sweep ([`sweep`]) and the fidelity of the simulator's
+//! kernel models against real runs ([`fidelity`], whose real runs the binary supplies). The experiments that drive the real
 //! engine (`schedkit experiment ...`) still live in the binary.
 
 pub mod error;
+pub mod fidelity;
 pub mod metrics;
 pub mod stats;
 pub mod sweep;

@@ -474,7 +474,9 @@ impl<'a> Engine<'a> {
     /// makes it runnable (`woken`: it was blocked, else it just arrived); a sleep blocks it
     /// and schedules its wake-up.
     fn enter_phase(&mut self, slot: Slot, i: usize, woken: Option<()>) {
-        let process = self.threads[slot as usize].process.expect("patterned thread");
+        let process = self.threads[slot as usize]
+            .process
+            .expect("patterned thread");
         let pattern = self.scenario.processes[process]
             .pattern
             .as_ref()

@@ -309,8 +309,7 @@ impl Eevdf {
         self.rqs[core].curr = None;
         let w = self.ents[s as usize].weight;
         self.sub_load(core, w);
-        if state == ThreadState::Blocked && !Self::eligible(sums, self.ents[s as usize].vruntime)
-        {
+        if state == ThreadState::Blocked && !Self::eligible(sums, self.ents[s as usize].vruntime) {
             self.insert(s, core, At::Delayed);
         } else {
             let e = &mut self.ents[s as usize];

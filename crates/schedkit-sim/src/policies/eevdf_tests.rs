@@ -152,8 +152,10 @@ fn run(text: &str) -> schedkit_core::Report {
 #[test]
 fn long_run_shares_follow_the_weights() {
     // nice 0 against nice 5 (1024 : 335) on one core.
-    let r = run("cores = 1\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"20s\"\n\
-         [[process]]\nname = \"a\"\n[[process]]\nname = \"b\"\nnice = 5\n");
+    let r = run(
+        "cores = 1\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"20s\"\n\
+         [[process]]\nname = \"a\"\n[[process]]\nname = \"b\"\nnice = 5\n",
+    );
     let (a, b) = (r.processes[0].cpu_ns as f64, r.processes[1].cpu_ns as f64);
     let want = 1024.0 / 335.0;
     assert!((a / b - want).abs() / want < 0.01, "{a} / {b}");
@@ -164,9 +166,11 @@ fn a_sleeper_beside_a_hog_is_served_at_once_and_keeps_its_share() {
     // A thread running 1 ms every 10 ms beside a hog on one core: it is owed service when
     // it wakes (positive lag from its sleep, placed at V), so it preempts the hog as soon as
     // the hog is no longer eligible, and gets all the CPU it asks for.
-    let r = run("cores = 1\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"2s\"\n\
+    let r = run(
+        "cores = 1\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"2s\"\n\
          [[process]]\nname = \"hog\"\n[[process]]\nname = \"s\"\n\
-         pattern = [{ run = \"1ms\" }, { sleep = \"9ms\" }]\n");
+         pattern = [{ run = \"1ms\" }, { sleep = \"9ms\" }]\n",
+    );
     let s = r.processes[1].cpu_ns as f64 / 2e9;
     assert!(s > 0.09 && s <= 0.1001, "sleeper share {s}");
     assert_eq!(r.summary.migrations, 0);
@@ -174,11 +178,17 @@ fn a_sleeper_beside_a_hog_is_served_at_once_and_keeps_its_share() {
 
 #[test]
 fn two_cores_take_a_thread_each_and_an_idle_core_pulls() {
-    let r = run("cores = 2\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"1s\"\n\
-         [[process]]\nname = \"p\"\nthreads = 3\nburst = \"200ms\"\n");
+    let r = run(
+        "cores = 2\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"1s\"\n\
+         [[process]]\nname = \"p\"\nthreads = 3\nburst = \"200ms\"\n",
+    );
     // 600 ms of work on two cores: done by 300 ms (the last thread shares one core, then
     // the freed core pulls it).
-    assert!(r.summary.makespan_ns <= 330_000_000, "{}", r.summary.makespan_ns);
+    assert!(
+        r.summary.makespan_ns <= 330_000_000,
+        "{}",
+        r.summary.makespan_ns
+    );
     for t in &r.threads {
         assert_eq!(t.cpu_ns, 200_000_000);
     }

@@ -79,7 +79,10 @@ pub fn kernel_release() -> Option<String> {
 pub fn model_of_release(release: Option<&str>) -> PolicyName {
     let version = release.and_then(|r| {
         let mut it = r.split(|c: char| !c.is_ascii_digit());
-        Some((it.next()?.parse::<u32>().ok()?, it.next()?.parse::<u32>().ok()?))
+        Some((
+            it.next()?.parse::<u32>().ok()?,
+            it.next()?.parse::<u32>().ok()?,
+        ))
     });
     match version {
         Some(v) if v < (6, 6) => PolicyName::Cfs,
@@ -157,9 +160,9 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
             // Its controller stops and resumes whole processes, which a thread's own sleeps
             // would contradict.
             if scenario.processes.iter().any(|p| p.pattern.is_some()) {
-                return Err(scenario.policy_error(
-                    "policy \"gang\" does not run threads with a `pattern`",
-                ));
+                return Err(
+                    scenario.policy_error("policy \"gang\" does not run threads with a `pattern`")
+                );
             }
             Policy {
                 dispatcher: Box::new(gang::GangDispatch::new(scenario.cores)),
