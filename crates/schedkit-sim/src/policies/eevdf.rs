@@ -344,6 +344,11 @@ impl Eevdf {
         e.deadline = e.vruntime + vslice;
     }
 
+    /// Runnable threads waiting (not running) on `core`.
+    fn waiting_on(&self, core: usize) -> usize {
+        self.rqs[core].nr - usize::from(self.rqs[core].curr.is_some())
+    }
+
     fn is_idle(&self, ctx: &Ctx, c: usize) -> bool {
         ctx.running[c].is_none() && self.rqs[c].nr == 0
     }
@@ -397,16 +402,29 @@ impl Eevdf {
         self.mark(to, slot);
     }
 
-    /// Up to `limit` waiting (not delayed) threads of `core` that may run on `k`, latest
-    /// deadline first.
-    fn movable(&self, ctx: &Ctx, core: usize, k: usize, limit: usize) -> Vec<Slot> {
-        self.rqs[core]
-            .tree
-            .iter()
+    /// Whether `s` waits (not delayed) on its queue and may run on `k`.
+    fn can_move(&self, ctx: &Ctx, s: Slot, k: usize) -> bool {
+        self.ents[s as usize].at == At::Queued && ctx.thread(s).allowed_on(k)
+    }
+
+    /// The waiting (not delayed) thread of `core` with the latest deadline that may run on
+    /// `k`.
+    fn first_movable(&self, ctx: &Ctx, core: usize, k: usize) -> Option<Slot> {
+        let tree = &self.rqs[core].tree;
+        tree.iter()
             .rev()
             .map(|x| x.2)
-            .filter(|&s| self.ents[s as usize].at == At::Queued && ctx.thread(s).allowed_on(k))
-            .take(limit)
+            .find(|&s| self.can_move(ctx, s, k))
+    }
+
+    /// Every waiting (not delayed) thread of `core` that may run on `k`, latest deadline
+    /// first.
+    fn movable(&self, ctx: &Ctx, core: usize, k: usize) -> Vec<Slot> {
+        let tree = &self.rqs[core].tree;
+        tree.iter()
+            .rev()
+            .map(|x| x.2)
+            .filter(|&s| self.can_move(ctx, s, k))
             .collect()
     }
 
@@ -415,7 +433,7 @@ impl Eevdf {
         let mut order: Vec<usize> = (0..self.rqs.len()).filter(|&c| c != k).collect();
         order.sort_by_key(|&c| (std::cmp::Reverse(self.rqs[c].load), c));
         for b in order {
-            if let Some(&s) = self.movable(ctx, b, k, 1).first() {
+            if let Some(s) = self.first_movable(ctx, b, k) {
                 self.move_to(s, k);
                 return true;
             }
@@ -447,7 +465,7 @@ impl Eevdf {
         ) else {
             return;
         };
-        let cand = self.movable(ctx, b, k, usize::MAX);
+        let cand = self.movable(ctx, b, k);
         let (n, mut rem) = (cores as i128, imbal_n as i128);
         for s in cand {
             if rem <= 0 {
@@ -619,15 +637,26 @@ impl Dispatcher for Eevdf {
         if self.waiting == 0 {
             return;
         }
+        // The most loaded queue with a waiting thread changes only when something moves, so
+        // a round costs O(cores) when loads are even (as the cfs model's balance does).
+        let busiest = |me: &Self| {
+            (0..me.rqs.len())
+                .filter(|&c| me.waiting_on(c) > 0)
+                .max_by_key(|&c| (me.rqs[c].load, std::cmp::Reverse(c)))
+        };
+        let mut top = busiest(self);
         for k in 0..self.rqs.len() {
-            let busiest = (0..self.rqs.len())
-                .filter(|&c| c != k && !self.movable(ctx, c, k, 1).is_empty())
-                .max_by_key(|&c| (self.rqs[c].load, std::cmp::Reverse(c)));
-            let Some(b) = busiest else { continue };
+            let Some(b) = top.filter(|&b| b != k) else {
+                continue;
+            };
+            let before = self.waiting_on(b);
             if self.is_idle(ctx, k) {
                 self.idle_pull(ctx, k);
             } else {
                 self.pull_from(ctx, k, b);
+            }
+            if self.waiting_on(b) != before {
+                top = busiest(self);
             }
         }
     }
