@@ -198,8 +198,11 @@ pub fn sim_measure(s: &Scenario, r: &Report, log: &TraceLog) -> Measure {
             }
             Event::Block { slot, .. } => ready_since[slot as usize] = None,
             Event::Deschedule {
-                t, slot, reason, ..
-            } if matches!(reason, Reason::Preempted | Reason::Expired) => {
+                t,
+                slot,
+                reason: Reason::Preempted | Reason::Expired,
+                ..
+            } => {
                 ready_since[slot as usize] = Some(t.0);
             }
             Event::Dispatch { t, slot, .. } => {
@@ -272,6 +275,9 @@ fn slot_of(e: &Event) -> Option<usize> {
     }
 }
 
+/// A target: its text, and the test of a mean error against it.
+type Target = (&'static str, fn(f64) -> bool);
+
 /// One metric's sim value, real values per repeat and errors per repeat.
 struct Metric {
     name: &'static str,
@@ -279,7 +285,7 @@ struct Metric {
     sim: f64,
     real: Vec<f64>,
     err: Vec<f64>,
-    target: Option<(&'static str, fn(f64) -> bool)>,
+    target: Option<Target>,
 }
 
 fn rel(sim: f64, real: f64) -> f64 {

@@ -135,8 +135,12 @@ pub struct Eevdf {
     imbalance_pct: u32,
     to_check: Vec<usize>,
     #[cfg(test)]
-    log: Vec<(u64, Slot, Vec<(Slot, i64)>)>,
+    log: Vec<PickLog>,
 }
+
+/// Tests: the time of a pick, the thread picked, and every queued thread's lag then.
+#[cfg(test)]
+type PickLog = (u64, Slot, Vec<(Slot, i64)>);
 
 /// `1 + ilog2(min(cpus, 8))`: the kernel's SCHED_TUNABLESCALING_LOG factor.
 pub fn slice_factor(cores: usize) -> u64 {

@@ -52,7 +52,7 @@ fn thread(process: usize, weight: u64) -> SimThread {
 
 /// Drives the dispatcher as the engine does on one core: pick, run the slice, charge,
 /// re-queue; returns its log of (time, pick, lags at the pick).
-fn drive(picks: usize) -> Vec<(u64, Slot, Vec<(Slot, i64)>)> {
+fn drive(picks: usize) -> Vec<PickLog> {
     let sc = Scenario::parse("t.toml", THREE).expect("scenario");
     let mut threads: Vec<SimThread> = sc
         .processes
