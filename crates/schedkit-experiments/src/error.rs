@@ -35,6 +35,9 @@ pub enum Error {
     /// A measurement that could not be made (a helper that failed, a run without results).
     #[error("{0}")]
     Failed(String),
+    /// A real run failed (the machine, not the input).
+    #[error("real run of {scenario}: {message}")]
+    Run { scenario: String, message: String },
 }
 
 impl Error {
@@ -60,7 +63,7 @@ impl Error {
         match self {
             Error::BadOption { .. } | Error::BadInput(_) | Error::Scenario(_) => true,
             Error::Linux(e) => matches!(e, schedkit_linux::Error::Input(_)),
-            Error::Interrupted | Error::Io { .. } | Error::Failed(_) => false,
+            Error::Interrupted | Error::Io { .. } | Error::Failed(_) | Error::Run { .. } => false,
         }
     }
 }

@@ -7,7 +7,9 @@
 //! the experiments [`gang`], [`exclusive`] and [`fibers`]. Those that need the real engine or
 //! helper processes get them through [`machine::Machine`], which the binary implements;
 //! progress goes through [`progress::Progress`]; nothing here prints. `experiment paws`,
-//! `greedy`, `global-fairness`, `tenants` and `bench` still live in the binary.
+//! `greedy`, `global-fairness`, `tenants` and `bench` still live in the binary. The fidelity
+//! of the simulator's kernel models against real runs ([`fidelity`]) gets its real runs from
+//! the binary too.
 
 pub mod compare;
 pub mod error;
@@ -15,6 +17,7 @@ pub mod exclusive;
 pub mod fibers;
 pub mod gang;
 pub mod machine;
+pub mod fidelity;
 pub mod metrics;
 pub mod progress;
 pub mod stats;

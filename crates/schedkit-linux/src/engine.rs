@@ -858,6 +858,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         threads: sp.threads,
                         burst: sp.burst.map(|b| b.0),
                         iterations: opts.iterations,
+                        pattern: sp.pattern.clone(),
                     };
                     let base = next_pin;
                     next_pin += sp.threads as usize;

@@ -35,7 +35,7 @@
 
 use crate::policy::{Ctx, Dispatcher, Enqueue, SimThread, ThreadState};
 use schedkit_core::control::{Action, Controller, Snapshot, ThreadView};
-use schedkit_core::scenario::{Region, Scenario};
+use schedkit_core::scenario::{Phase, Region, Scenario};
 use schedkit_core::trace::{Event, Owner, Reason, Slot, TraceSink};
 use schedkit_core::Nanos;
 use std::cmp::Reverse;
@@ -94,6 +94,10 @@ enum Kind {
     Arrive {
         process: usize,
     },
+    /// A thread's sleep phase (`pattern`) is over.
+    Wake {
+        slot: Slot,
+    },
     Control,
     /// A core finished its context-switch overhead and starts running its thread.
     SwitchDone {
@@ -110,7 +114,7 @@ enum Kind {
 impl Kind {
     fn class(&self) -> u8 {
         match self {
-            Kind::Release { .. } | Kind::Arrive { .. } => 0,
+            Kind::Release { .. } | Kind::Arrive { .. } | Kind::Wake { .. } => 0,
             Kind::Control => 1,
             Kind::SwitchDone { .. } | Kind::SliceEnd { .. } => 2,
             Kind::Balance => 3,
@@ -372,9 +376,13 @@ impl<'a> Engine<'a> {
                         last_core: None,
                         par: false,
                         cpu: Nanos::ZERO,
+                        phase: p.pattern.as_ref().map(|_| (0, Nanos::ZERO)),
                     };
                     let slot = self.new_slot(t, None);
-                    self.arrive(slot);
+                    match self.threads[slot as usize].phase {
+                        Some(_) => self.start_pattern(slot),
+                        None => self.arrive(slot),
+                    }
                 }
             }
             Kind::Release { task } => {
@@ -412,6 +420,7 @@ impl<'a> Engine<'a> {
                     self.push(next, Kind::Release { task });
                 }
             }
+            Kind::Wake { slot } => self.wake(slot),
             Kind::Control => self.control(),
             Kind::Balance => {
                 pcall!(self, balance());
@@ -435,8 +444,11 @@ impl<'a> Engine<'a> {
                 }
                 let Some(slot) = c.running else { return };
                 self.charge(core);
-                if self.threads[slot as usize].remaining == Some(Nanos::ZERO) {
+                let t = &self.threads[slot as usize];
+                if t.remaining == Some(Nanos::ZERO) {
                     self.finish(core, slot);
+                } else if t.phase.is_some_and(|(_, left)| left == Nanos::ZERO) {
+                    self.block(core, slot);
                 } else {
                     // Slice expired: back to the queue; `decide` may pick it again.
                     self.vacate(core, slot, Reason::Expired);
@@ -444,6 +456,86 @@ impl<'a> Engine<'a> {
                 }
             }
         }
+    }
+
+    /// The first phase of a patterned thread: it arrives, and blocks at once if the pattern
+    /// starts with a sleep.
+    fn start_pattern(&mut self, slot: Slot) {
+        let owner = self.threads[slot as usize].owner;
+        self.emit(Event::Arrive {
+            t: self.now,
+            slot,
+            owner,
+        });
+        self.enter_phase(slot, 0, None);
+    }
+
+    /// Moves `slot` to phase `i` of its pattern (wrapping), skipping over sleeps: a run phase
+    /// makes it runnable (`woken`: it was blocked, else it just arrived); a sleep blocks it
+    /// and schedules its wake-up.
+    fn enter_phase(&mut self, slot: Slot, i: usize, woken: Option<()>) {
+        let process = self.threads[slot as usize]
+            .process
+            .expect("patterned thread");
+        let pattern = self.scenario.processes[process]
+            .pattern
+            .as_ref()
+            .expect("patterned thread");
+        let mut i = i % pattern.len();
+        let mut sleep = Nanos::ZERO;
+        while let Phase::Sleep(d) = pattern[i] {
+            sleep += d;
+            i = (i + 1) % pattern.len();
+        }
+        let Phase::Run(run) = pattern[i] else {
+            unreachable!("a pattern has a run phase (scenario check)")
+        };
+        self.threads[slot as usize].phase = Some((i, run));
+        if sleep > Nanos::ZERO {
+            if self.threads[slot as usize].state != ThreadState::Blocked {
+                self.threads[slot as usize].state = ThreadState::Blocked;
+                self.emit(Event::Block { t: self.now, slot });
+            }
+            let at = self.now + sleep;
+            if at <= self.horizon {
+                self.push(at, Kind::Wake { slot });
+            }
+        } else if woken.is_some() {
+            self.make_ready(slot);
+        } else {
+            pcall!(self, enqueue(slot, Enqueue::New));
+        }
+    }
+
+    /// A patterned thread's run phase ran out on `core`: it leaves the core and sleeps.
+    fn block(&mut self, core: usize, slot: Slot) {
+        let c = &mut self.cores[core];
+        c.running = None;
+        c.generation += 1;
+        self.running[core] = None;
+        self.emit(Event::Deschedule {
+            t: self.now,
+            core,
+            slot,
+            reason: Reason::Blocked,
+        });
+        self.threads[slot as usize].state = ThreadState::Blocked;
+        self.emit(Event::Block { t: self.now, slot });
+        let (i, _) = self.threads[slot as usize].phase.expect("patterned thread");
+        self.enter_phase(slot, i + 1, Some(()));
+    }
+
+    /// A patterned thread's sleep is over.
+    fn wake(&mut self, slot: Slot) {
+        if self.threads[slot as usize].state == ThreadState::Blocked {
+            self.make_ready(slot);
+        }
+    }
+
+    fn make_ready(&mut self, slot: Slot) {
+        self.threads[slot as usize].state = ThreadState::Ready;
+        self.emit(Event::Wake { t: self.now, slot });
+        pcall!(self, enqueue(slot, Enqueue::Woken));
     }
 
     /// Creates the threads of the current region of job `id`; `at` is the core where the
@@ -481,6 +573,7 @@ impl<'a> Engine<'a> {
                 last_core: at,
                 par,
                 cpu: Nanos::ZERO,
+                phase: None,
             };
             let slot = self.new_slot(t, Some(id));
             self.arrive(slot);
@@ -500,6 +593,9 @@ impl<'a> Engine<'a> {
         t.cpu += ran;
         if let Some(r) = &mut t.remaining {
             *r = r.saturating_sub(ran);
+        }
+        if let Some((_, left)) = &mut t.phase {
+            *left = left.saturating_sub(ran);
         }
         pcall!(self, charge(slot, core, ran));
     }
@@ -691,9 +787,18 @@ impl<'a> Engine<'a> {
         if let Some(s) = slice {
             end = end.min(now + s.max(Nanos(1)));
         }
+        // A run phase that ran out while the thread was off its core (charged at a
+        // preemption in the very instant) ends at once: it blocks in the next batch.
+        let phase_over = match self.threads[slot as usize].phase {
+            Some((_, left)) => {
+                end = end.min(now + left);
+                left == Nanos::ZERO
+            }
+            None => false,
+        };
         // At the horizon itself the slice would end at `now` again and again (an endless
         // batch loop for sliced policies with unbounded work); `stop_all_at_end` stops it.
-        if end > now {
+        if end > now || phase_over {
             self.push(end, Kind::SliceEnd { core, generation });
         }
     }

@@ -35,6 +35,10 @@ pub fn simulate_report(
     } else {
         simulate(scenario, &mut metrics)?
     };
-    let report = metrics.finish(stats.end);
+    let mut report = metrics.finish(stats.end);
+    if scenario.policy.name == schedkit_core::PolicyName::Default {
+        // The kernel's scheduler in `run`; here its model, named.
+        report.policy = policies::default_label();
+    }
     Ok((report, keep_trace.then_some(log), stats))
 }

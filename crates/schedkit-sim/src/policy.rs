@@ -97,6 +97,9 @@ pub struct SimThread {
     pub par: bool,
     /// CPU time received so far (charged lazily for static-key policies).
     pub cpu: Nanos,
+    /// Threads with a run/sleep `pattern`: the index of the current phase and the CPU time
+    /// left in it (the thread blocks when it reaches zero). `None` for always-runnable threads.
+    pub phase: Option<(usize, Nanos)>,
 }
 
 impl SimThread {

@@ -75,6 +75,9 @@ enum ExperimentCommand {
     /// paws, gedf, ws (the real-time pool) and sched-deadline on this machine, and paws, gedf,
     /// pedf in the simulator: Table 1 (sets with misses), Figs. 2-3 (migrations, switches).
     Paws(crate::experiment_paws::PawsExpArgs),
+    /// The simulator's kernel models (eevdf, cfs) against the kernel itself: scenario files
+    /// run for real and simulated, error per metric with 95 % CI, chart and JSON.
+    Fidelity(crate::experiment_fidelity::FidelityArgs),
 }
 
 #[derive(Args)]
@@ -118,6 +121,7 @@ pub fn main() -> ExitCode {
             ExperimentCommand::GlobalFairness(a) => crate::experiment_fair::global_fairness(a),
             ExperimentCommand::Tenants(a) => crate::experiment_fair::tenants(a),
             ExperimentCommand::Paws(a) => crate::experiment_paws::run(a),
+            ExperimentCommand::Fidelity(a) => crate::experiment_fidelity::run(a),
         },
     };
     match result {

@@ -7,6 +7,7 @@ mod ctl;
 mod experiment_exclusive;
 mod experiment_fair;
 mod experiment_fibers;
+mod experiment_fidelity;
 mod experiment_gang;
 mod experiment_paws;
 mod failure;
