@@ -306,14 +306,23 @@ impl<U, V: Victims> Sched<U, V> {
         self.fresh > 0
     }
 
-    /// A job became ready: [`Sched::defer_ready`] and [`Sched::settle`] as a batch of one.
+    /// A job became ready: [`Sched::defer_ready`] and [`Sched::settle`] as a batch of one,
+    /// returning the decision about it (the scripted rule tests read it).
     pub fn ready(&mut self, it: Item<U>) -> Notify {
+        self.ready_all(it)[0]
+    }
+
+    /// [`Sched::ready`] with every notification: the entry's own decision, then a wake for
+    /// entries left waiting while a core sleeps ([`Notify::Nothing`] where there is none).
+    /// No allocation: the pool calls it under its lock at every release.
+    pub fn ready_all(&mut self, it: Item<U>) -> [Notify; 2] {
         self.defer_ready(it);
         let mut notes = std::mem::take(&mut self.scratch_notes);
         notes.clear();
         self.settle(&mut notes);
-        debug_assert!(notes.len() <= 1, "one entry gives at most one decision");
-        let n = notes.first().copied().unwrap_or(Notify::Nothing);
+        debug_assert!(notes.len() <= 2, "one entry: its decision and one wake");
+        let get = |i: usize| notes.get(i).copied().unwrap_or(Notify::Nothing);
+        let n = [get(0), get(1)];
         self.scratch_notes = notes;
         n
     }
@@ -370,6 +379,15 @@ impl<U, V: Victims> Sched<U, V> {
         self.fresh = 0;
         self.scratch_free = free;
         self.scratch_keys = keys;
+        // Entries left waiting while a core sleeps (older entries ahead of the free cores'
+        // share, a displaced hand-over): wake one, as after a preemption. Simulated cores
+        // are never asleep, so this changes no simulated decision.
+        if !self.global.is_empty() {
+            match self.wake_for_queued() {
+                Notify::Nothing => {}
+                n => out.push(n),
+            }
+        }
     }
 
     /// The fresh entries `keys` (queue order) that no free core takes: each preempts the core
