@@ -20,7 +20,11 @@
 //! # Invariants checked after every decision
 //! A thread runs on at most one core; a picked thread is ready and allowed on the core. A
 //! violating pick is rejected, the thread re-queued, and [`Invariants::invalid_picks`]
-//! counts it (the kernel's "fall back and count" habit, not a panic).
+//! counts it (the kernel's "fall back and count" habit, not a panic). A dispatcher that
+//! declares a [`Dispatcher::starvation_bound`] has every wait of a ready thread checked
+//! against it ([`Invariants::starved`]); a controller action the model cannot apply is
+//! refused ([`Invariants::refused_actions`]). Each kind keeps its first reasons, returned
+//! by [`SimStats::warnings`]: libraries do not print.
 //!
 //! # Memory
 //! Process threads get one slot each. Real-time job threads take a slot from a free list
@@ -33,6 +37,8 @@
 //! O(n); per-event (rather than per-instant) dispatch decisions make the outcome depend on the
 //! order of simultaneous events.
 
+use crate::contract::refusal;
+pub use crate::contract::Invariants;
 use crate::policy::{Ctx, Dispatcher, Enqueue, SimThread, ThreadState};
 use schedkit_core::control::{Action, Controller, Snapshot, ThreadView};
 use schedkit_core::scenario::{Phase, Region, Scenario};
@@ -55,13 +61,6 @@ macro_rules! pcall {
         };
         $s.policy.$method(&ctx, $($arg),*)
     }};
-}
-
-/// Counters of corrected policy mistakes (EXAMPLES.md item 4).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Invariants {
-    /// Picks of a thread that was not ready or not allowed on the core.
-    pub invalid_picks: u64,
 }
 
 /// Totals of one simulation, beside the trace-derived report.
@@ -177,6 +176,10 @@ pub struct Engine<'a> {
     /// Reused by `decide` (no allocation per decision).
     picks: Vec<(usize, Slot)>,
     order: Vec<usize>,
+    /// Contract checks (see the module docs): when each slot last became ready, and the
+    /// dispatcher's declared bound on that wait (read once).
+    ready_since: Vec<Nanos>,
+    starvation_bound: Option<Nanos>,
 }
 
 impl<'a> Engine<'a> {
@@ -215,7 +218,10 @@ impl<'a> Engine<'a> {
             scratch: Vec::new(),
             picks: Vec::new(),
             order: Vec::new(),
+            ready_since: Vec::new(),
+            starvation_bound: None,
         };
+        e.starvation_bound = e.policy.starvation_bound();
         // The initial arrivals and first releases form a sorted stream beside the heap: known
         // up front, they need no heap operations at all (scenarios with 10,000 processes
         // would otherwise spend a good part of their run sifting them).
@@ -276,6 +282,11 @@ impl<'a> Engine<'a> {
         };
         self.now = end;
         self.stop_all_at_end();
+        for s in 0..self.threads.len() as Slot {
+            if self.threads[s as usize].state == ThreadState::Ready {
+                self.check_wait(s);
+            }
+        }
         self.stats.end = end;
         // Slots and job records are recycled through free lists, so the vectors' lengths are
         // their high-water marks.
@@ -346,6 +357,7 @@ impl<'a> Engine<'a> {
             slot,
             owner,
         });
+        self.became_ready(slot);
         pcall!(self, enqueue(slot, Enqueue::New));
     }
 
@@ -612,6 +624,7 @@ impl<'a> Engine<'a> {
         c.switching = false;
         self.running[core] = None;
         self.threads[slot as usize].state = ThreadState::Ready;
+        self.became_ready(slot);
     }
 
     fn finish(&mut self, core: usize, slot: Slot) {
@@ -628,6 +641,8 @@ impl<'a> Engine<'a> {
         self.emit(Event::Finish { t: self.now, slot });
         self.threads[slot as usize].state = ThreadState::Done;
         self.live -= 1;
+        // Before the slot can be reused by the job's next region.
+        pcall!(self, exit(slot, core));
         if let Some(id) = self.job_of[slot as usize].take() {
             self.free_slots.push(slot);
             let j = self.jobs[id].as_mut().expect("live job");
@@ -668,7 +683,8 @@ impl<'a> Engine<'a> {
             pcall!(self, preempt(&mut out));
         }
         for &core in &out {
-            if let Some(slot) = self.cores[core].running {
+            // A core that does not exist is ignored like an idle one.
+            if let Some(slot) = self.cores.get(core).and_then(|c| c.running) {
                 self.charge(core);
                 self.vacate(core, slot, Reason::Preempted);
                 pcall!(self, enqueue(slot, Enqueue::Preempted));
@@ -694,15 +710,43 @@ impl<'a> Engine<'a> {
             }
             let picked = { pcall!(self, pick_next(core)) };
             let Some(s) = picked else { continue };
+            if s as usize >= self.threads.len() {
+                let inv = &mut self.stats.invariants;
+                Invariants::note(&mut inv.invalid_picks, &mut inv.reasons, || {
+                    format!(
+                        "{}: invalid pick at {}: thread {s} on core {core}: no such thread",
+                        self.policy.name(),
+                        self.now
+                    )
+                });
+                continue;
+            }
             let t = &self.threads[s as usize];
             let taken = picks.iter().any(|&(_, p)| p == s);
             if t.state != ThreadState::Ready || !t.allowed_on(core) || taken {
-                self.stats.invariants.invalid_picks += 1;
+                let why = if taken {
+                    "already picked for another core this instant"
+                } else if t.state != ThreadState::Ready {
+                    "not ready"
+                } else {
+                    "not allowed on that core by its affinity"
+                };
+                let inv = &mut self.stats.invariants;
+                Invariants::note(&mut inv.invalid_picks, &mut inv.reasons, || {
+                    format!(
+                        "{}: invalid pick at {}: thread {s} on core {core}: {why} (state {:?})",
+                        self.policy.name(),
+                        self.now,
+                        t.state
+                    )
+                });
+                let t = &self.threads[s as usize];
                 if t.state == ThreadState::Ready && !taken {
                     pcall!(self, enqueue(s, Enqueue::Preempted));
                 }
                 continue;
             }
+            self.check_wait(s);
             self.threads[s as usize].state = ThreadState::Running(core);
             self.cores[core].running = Some(s);
             self.running[core] = Some(s);
@@ -871,8 +915,21 @@ impl<'a> Engine<'a> {
         self.push(self.now + period, Kind::Control);
     }
 
-    /// Applies one controller action to the model.
+    /// Applies one controller action to the model, or refuses it with a reason.
     pub(crate) fn act(&mut self, action: Action) {
+        if let Some(why) = refusal(
+            &action,
+            self.scenario,
+            &self.threads,
+            self.group_weights.len(),
+        ) {
+            let inv = &mut self.stats.invariants;
+            let ctl = self.controller.as_ref().map_or("controller", |c| c.name());
+            Invariants::note(&mut inv.refused_actions, &mut inv.reasons, || {
+                format!("{ctl}: refused {action:?} at {}: {why}", self.now)
+            });
+            return;
+        }
         let now = self.now;
         match action {
             Action::SetWeight { thread, weight } => {
@@ -956,11 +1013,52 @@ impl<'a> Engine<'a> {
                     let t = &self.threads[slot as usize];
                     if t.process == Some(process) && t.state == ThreadState::Blocked {
                         self.threads[slot as usize].state = ThreadState::Ready;
+                        self.became_ready(slot);
                         self.emit(Event::Wake { t: now, slot });
                         pcall!(self, enqueue(slot, Enqueue::Woken));
                     }
                 }
             }
+        }
+    }
+
+    // ---- Contract checks (issue 16 part 5) -------------------------------------------------
+
+    /// `slot` became ready now (only tracked when the dispatcher declares a bound).
+    fn became_ready(&mut self, slot: Slot) {
+        if self.starvation_bound.is_none() {
+            return;
+        }
+        let i = slot as usize;
+        if self.ready_since.len() <= i {
+            self.ready_since.resize(i + 1, Nanos::ZERO);
+        }
+        self.ready_since[i] = self.now;
+    }
+
+    /// The ready thread `slot` stops waiting now (dispatched, or the run ended): a wait
+    /// longer than the declared bound is counted.
+    fn check_wait(&mut self, slot: Slot) {
+        let Some(bound) = self.starvation_bound else {
+            return;
+        };
+        let since = self
+            .ready_since
+            .get(slot as usize)
+            .copied()
+            .unwrap_or(self.now);
+        let waited = self.now.saturating_sub(since);
+        if waited > bound {
+            let inv = &mut self.stats.invariants;
+            Invariants::note(&mut inv.starved, &mut inv.reasons, || {
+                format!(
+                    "{}: thread {slot} ({:?}) was ready from {since} to {} without running, \
+                     longer than the policy's bound {bound}",
+                    self.policy.name(),
+                    self.threads[slot as usize].owner,
+                    self.now
+                )
+            });
         }
     }
 

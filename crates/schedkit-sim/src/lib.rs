@@ -4,6 +4,7 @@
 //! a [`schedkit_core::Metrics`] to get the report. See [`engine`] for the model and
 //! [`policy`] for the interface every policy implements.
 
+pub mod contract;
 pub mod engine;
 pub mod keyed;
 pub mod partition;

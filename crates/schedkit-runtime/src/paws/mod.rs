@@ -249,8 +249,9 @@ impl Shared {
             Unit::Job(m) => Some(m.clone()),
             _ => None,
         };
-        let n = st.sched.ready(it);
-        self.apply(st, n);
+        for n in st.sched.ready_all(it) {
+            self.apply(st, n);
+        }
         if let Some(m) = job {
             self.mark_preempting(st, &m);
         }
