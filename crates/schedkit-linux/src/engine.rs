@@ -805,12 +805,20 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                 let sp = &scenario.processes[p];
                 let start_ns = origin.elapsed().as_nanos() as u64;
                 let body = if let Some(cmd) = &sp.command {
-                    let g = spawn::fork_gated(cmd, !opts.guard.keep_running)?;
+                    // Into the run's job cgroup before it runs (born there where the kernel
+                    // allows): everything it forks, even what leaves its process group, is
+                    // born inside and ends with the run.
+                    let target = jobs.as_mut().map(|j| j.next_dir()).transpose()?;
+                    let fd = target.as_ref().and_then(|t| t.1.as_ref()).map(|f| {
+                        use std::os::fd::AsRawFd;
+                        f.as_raw_fd()
+                    });
+                    let g = spawn::fork_gated(cmd, !opts.guard.keep_running, fd)?;
                     let pid = g.pid;
-                    // Into the run's job cgroup before it runs: everything it forks, even
-                    // what leaves its process group, is born inside and ends with the run.
-                    if let Some(j) = jobs.as_mut() {
-                        j.attach_new(pid)?;
+                    if let (Some(j), Some((dir, _))) = (jobs.as_ref(), target.as_ref()) {
+                        if !g.in_cgroup {
+                            j.attach(dir, pid)?;
+                        }
                     }
                     if let Some((iso, _)) = isolation.as_mut() {
                         iso.exempt(pid);
