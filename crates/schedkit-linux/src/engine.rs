@@ -159,6 +159,9 @@ pub struct RunOptions {
     pub stop: Arc<AtomicBool>,
     /// Called after each sample with the fraction of the horizon elapsed.
     pub progress: Option<Box<dyn FnMut(f64)>>,
+    /// Called with what the user needs to know while the run goes on (where the control
+    /// socket is); the library never prints.
+    pub notice: Option<Box<dyn FnMut(&str)>>,
     /// Counter source (tests pass a fake one).
     pub counters: Option<Box<dyn CounterSource>>,
     /// Iterations per thread of built-in workloads (experiments fix the amount of work, not
@@ -185,6 +188,7 @@ impl RunOptions {
             state_dir: crate::journal::state_dir(),
             stop: Arc::new(AtomicBool::new(false)),
             progress: None,
+            notice: None,
             counters: None,
             iterations: None,
             // Library callers (experiments, tests) queue behind other runs; the CLI
@@ -711,6 +715,17 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         )?),
         _ => None,
     };
+    if let Some(f) = fair.as_mut() {
+        warnings.append(&mut f.start_warnings);
+        for n in f.notices.drain(..) {
+            if let Some(cb) = opts.notice.as_mut() {
+                cb(&n);
+            }
+        }
+    }
+    if let Some(g) = gang.as_mut() {
+        warnings.append(&mut g.start_warnings);
+    }
 
     // Order of arrival.
     let mut order: Vec<usize> = (0..scenario.processes.len()).collect();
@@ -1880,6 +1895,10 @@ pub struct FairRun {
     trim_cgroup: Vec<usize>,
     trim_entity_of_process: Vec<usize>,
     trim_writes: u64,
+    /// What the run's user needs to know while it runs (the control socket's path), and
+    /// warnings from setting it up: handed to the engine, which passes them on.
+    pub notices: Vec<String>,
+    pub start_warnings: Vec<String>,
     /// The weight last written to the cgroups' parent: the job's live threads at their
     /// weights, as if they ran beside the rest of the machine at the top level.
     parent_load: u64,
@@ -1972,6 +1991,8 @@ impl FairRun {
             trim_cgroup: Vec::new(),
             trim_entity_of_process: Vec::new(),
             trim_writes: 0,
+            notices: Vec::new(),
+            start_warnings: Vec::new(),
             parent_load: 0,
             raised: None,
         };
@@ -2017,10 +2038,10 @@ impl FairRun {
                     run.cg_of_process.push(i);
                 }
                 let srv = crate::ctl::CtlServer::bind(state_dir)?;
-                eprintln!(
-                    "schedkit: control socket {} (schedkit ctl set-weight GROUP WEIGHT; schedkit ctl status)",
+                run.notices.push(format!(
+                    "control socket {} (schedkit ctl set-weight GROUP WEIGHT; schedkit ctl status)",
                     srv.path().display()
-                );
+                ));
                 run.ctl_path = Some(srv.path().into());
                 run.ctl = Some(srv);
             } else {
@@ -2060,7 +2081,7 @@ impl FairRun {
         // that a failure above leaves the class alone.
         run.raised = RaisedClass::fifo(10);
         if run.raised.is_none() {
-            eprintln!("schedkit: warning: {name}: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); controller periods may be late under load");
+            run.start_warnings.push(format!("{name}: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); controller periods may be late under load"));
         }
         Ok(run)
     }

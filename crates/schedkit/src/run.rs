@@ -291,6 +291,7 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     if let Some(b) = bar.clone() {
         opts.progress = Some(Box::new(move |f| b.set_position((f * 1000.0) as u64)));
     }
+    opts.notice = Some(Box::new(|n| eprintln!("schedkit: {n}")));
     let outcome = engine::run(&scenario, opts)?;
     if let Some(b) = bar {
         b.finish_and_clear();
