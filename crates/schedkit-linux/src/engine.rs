@@ -142,6 +142,9 @@ impl RunPolicy {
     }
 }
 
+/// A callback for what the user needs to know during a run.
+pub type Notice = Box<dyn FnMut(&str)>;
+
 /// Options of one run.
 pub struct RunOptions {
     pub policy: RunPolicy,
@@ -161,7 +164,7 @@ pub struct RunOptions {
     pub progress: Option<Box<dyn FnMut(f64)>>,
     /// Called with what the user needs to know while the run goes on (where the control
     /// socket is); the library never prints.
-    pub notice: Option<Box<dyn FnMut(&str)>>,
+    pub notice: Option<Notice>,
     /// Counter source (tests pass a fake one).
     pub counters: Option<Box<dyn CounterSource>>,
     /// Iterations per thread of built-in workloads (experiments fix the amount of work, not
