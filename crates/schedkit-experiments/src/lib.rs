@@ -4,10 +4,10 @@
 //! ([`stats`]) and fairness metrics over traces ([`metrics`]).
 //!
 //! Here: the simulator's parameter sweep ([`sweep`]), the policy comparison ([`compare`]) and
-//! the experiments [`gang`], [`exclusive`] and [`fibers`]. Those that need the real engine or
+//! the experiments [`gang`], [`exclusive`], [`fibers`] and [`paws`]. Those that need the real engine or
 //! helper processes get them through [`machine::Machine`], which the binary implements;
-//! progress goes through [`progress::Progress`]; nothing here prints. `experiment paws`,
-//! `greedy`, `global-fairness`, `tenants` and `bench` still live in the binary.
+//! progress goes through [`progress::Progress`]; nothing here prints. `experiment greedy`,
+//! `global-fairness`, `tenants` and `bench` still live in the binary.
 
 pub mod compare;
 pub mod error;
@@ -16,6 +16,7 @@ pub mod fibers;
 pub mod gang;
 pub mod machine;
 pub mod metrics;
+pub mod paws;
 pub mod progress;
 pub mod stats;
 pub mod sweep;
