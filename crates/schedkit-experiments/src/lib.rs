@@ -3,12 +3,14 @@
 //! arguments, calls, and prints. Also the pieces experiments share: summary statistics
 //! ([`stats`]) and fairness metrics over traces ([`metrics`]).
 //!
-//! Here: the simulator's parameter sweep ([`sweep`]), the policy comparison ([`compare`]) and
-//! the experiments [`gang`], [`exclusive`], [`fibers`] and [`paws`]. Those that need the real engine or
+//! Here: the simulator's parameter sweep ([`sweep`]), the policy comparison ([`compare`]), the
+//! simulator's benchmarks ([`bench`]) and the experiments [`gang`], [`exclusive`], [`fibers`]
+//! and [`paws`]. Those that need the real engine or
 //! helper processes get them through [`machine::Machine`], which the binary implements;
 //! progress goes through [`progress::Progress`]; nothing here prints. `experiment greedy`,
-//! `global-fairness`, `tenants` and `bench` still live in the binary.
+//! `global-fairness` and `tenants` still live in the binary.
 
+pub mod bench;
 pub mod compare;
 pub mod error;
 pub mod exclusive;
