@@ -28,6 +28,18 @@ use crate::trace::{Event, Owner, Reason, Slot, TraceSink};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Whether a job with absolute deadline `deadline` misses it (docs/metrics.md, "deadline
+/// miss"): finished (`finish` is `Some`) after the deadline, or not finished by the end of
+/// the run, `end`, with the deadline before then. A job finishing exactly at its deadline
+/// meets it; `end` matters only for an unfinished job. The one definition the report's
+/// counts and the Chrome trace's miss events share.
+pub fn misses_deadline(deadline: Nanos, finish: Option<Nanos>, end: Nanos) -> bool {
+    match finish {
+        Some(t) => t > deadline,
+        None => deadline < end,
+    }
+}
+
 /// Per thread (process threads) or per task (real-time tasks, aggregated over jobs).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ThreadReport {
@@ -675,7 +687,11 @@ impl Metrics {
         }
         for (k, ts) in self.tasks.iter_mut().enumerate() {
             // Jobs still open at the end whose deadline has passed are misses too.
-            let late = ts.open.values().filter(|(_, d)| *d < end).count() as u64;
+            let late = ts
+                .open
+                .values()
+                .filter(|(_, d)| misses_deadline(*d, None, end))
+                .count() as u64;
             ts.misses += late;
             misses += ts.misses;
             jobs += ts.jobs;
@@ -978,7 +994,7 @@ impl TraceSink for Metrics {
                 let ts = &mut self.tasks[task];
                 if let Some((release, deadline)) = ts.open.remove(&job) {
                     ts.max_response = ts.max_response.max((t - release).0);
-                    if t > deadline {
+                    if misses_deadline(deadline, Some(t), t) {
                         ts.misses += 1;
                     }
                 }
@@ -997,6 +1013,16 @@ impl TraceSink for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deadline_is_met_at_the_instant_and_missed_after_or_unfinished_before_the_end() {
+        let (d, end) = (Nanos(100), Nanos(200));
+        assert!(!misses_deadline(d, Some(Nanos(100)), end));
+        assert!(misses_deadline(d, Some(Nanos(101)), end));
+        assert!(misses_deadline(d, None, end));
+        assert!(!misses_deadline(Nanos(200), None, end));
+        assert!(!misses_deadline(Nanos(300), None, end));
+    }
 
     /// Lag is piecewise linear; its peak between samples must not be missed.
     #[test]

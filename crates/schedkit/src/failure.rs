@@ -52,3 +52,21 @@ impl From<anyhow::Error> for Failure {
         }
     }
 }
+
+/// The binary's failures as the experiments' error, for what the binary does on their behalf
+/// (`Machine::run_tasks`): each exit status to the error that maps back to it, with the same
+/// message.
+impl From<Failure> for schedkit_experiments::Error {
+    fn from(f: Failure) -> schedkit_experiments::Error {
+        use schedkit_experiments::Error;
+        use schedkit_linux::Error as Linux;
+        match f.status {
+            EXIT_BAD_INPUT => Error::Linux(Linux::Input(f.message)),
+            crate::run::EXIT_PRIVILEGE => Error::Linux(Linux::Privilege(f.message)),
+            crate::run::EXIT_BUSY => Error::Linux(Linux::Busy(f.message)),
+            crate::run::EXIT_STALE => Error::Linux(Linux::Stale(f.message)),
+            EXIT_INTERRUPTED => Error::Interrupted,
+            _ => Error::Failed(f.message),
+        }
+    }
+}
