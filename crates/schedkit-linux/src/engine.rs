@@ -1065,6 +1065,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     .iter()
                     .map(|t| crate::freezer::RunThread {
                         process: t.process,
+                        index: t.index as usize,
                         pid: t.pid,
                         tid: t.tid,
                         builtin: t.shared.is_some(),
@@ -2292,6 +2293,7 @@ impl FairRun {
             self.views.push(schedkit_core::control::ThreadView {
                 id: tr.tid as u64,
                 process: tr.process,
+                index: tr.index as usize,
                 group: sp.group,
                 core: (tr.last.tid != 0).then_some(tr.last.cpu),
                 weight: self.weight.get(&tr.tid).copied().unwrap_or(sp.weight),
@@ -2302,6 +2304,10 @@ impl FairRun {
             // Threads seen for the first time keep the nice their placement gave them.
             self.nice.entry(tr.tid).or_insert(sp.nice);
         }
+        // Tracks go in order of first sighting across processes; the controller contract
+        // promises the engine-independent (process, thread number) order.
+        self.views
+            .sort_unstable_by_key(schedkit_core::control::ThreadView::key);
         self.max_threads = self.max_threads.max(self.views.len());
         if self.pin_first_seen {
             self.place_new_threads(scenario, cores, tracks, by_tid, journal);

@@ -402,6 +402,8 @@ use std::time::Instant;
 #[derive(Clone, Copy, Debug)]
 pub struct RunThread {
     pub process: usize,
+    /// Its number within the process (see `ThreadView::index`).
+    pub index: usize,
     pub pid: i32,
     pub tid: i32,
     /// A built-in workload thread (inside schedkit) rather than a command's.
@@ -488,11 +490,12 @@ impl GangRun {
                 Err(e) => return Err(e),
             }
         }
-        let views: Vec<ThreadView> = live
+        let mut views: Vec<ThreadView> = live
             .iter()
             .map(|t| ThreadView {
                 id: t.tid as u64,
                 process: t.process,
+                index: t.index,
                 group: None,
                 core: None,
                 weight: 1024,
@@ -501,6 +504,7 @@ impl GangRun {
                 cpu: Nanos::ZERO,
             })
             .collect();
+        views.sort_unstable_by_key(ThreadView::key);
         let mut actions = Vec::new();
         self.ctl.tick(
             &Snapshot {
