@@ -691,7 +691,7 @@ impl Dispatcher for Eevdf {
             let before = self.waiting_on(b);
             if self.is_idle(ctx, k) {
                 self.idle_pull(ctx, k);
-            } else if self.rounds % self.busy_every == 0 {
+            } else if self.rounds.is_multiple_of(self.busy_every) {
                 self.pull_from(ctx, k, b);
             }
             if self.waiting_on(b) != before {
