@@ -70,6 +70,51 @@ pub enum Action {
     Resume { process: usize },
 }
 
+/// What an [`Action`] does, without its operands: what a controller declares it may push,
+/// and what an engine declares it can apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ActionKind {
+    SetWeight,
+    Migrate,
+    SetGroupWeight,
+    Stop,
+    Resume,
+}
+
+impl ActionKind {
+    /// Every kind (the simulator applies them all).
+    pub const ALL: &'static [ActionKind] = &[
+        ActionKind::SetWeight,
+        ActionKind::Migrate,
+        ActionKind::SetGroupWeight,
+        ActionKind::Stop,
+        ActionKind::Resume,
+    ];
+}
+
+impl Action {
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            Action::SetWeight { .. } => ActionKind::SetWeight,
+            Action::Migrate { .. } => ActionKind::Migrate,
+            Action::SetGroupWeight { .. } => ActionKind::SetGroupWeight,
+            Action::Stop { .. } => ActionKind::Stop,
+            Action::Resume { .. } => ActionKind::Resume,
+        }
+    }
+}
+
+/// The kinds `controller` may push that an engine applying only `supported` cannot: an
+/// engine refuses to build a run when this is not empty, rather than drop actions later.
+pub fn unsupported(controller: &dyn Controller, supported: &[ActionKind]) -> Vec<ActionKind> {
+    controller
+        .emits()
+        .iter()
+        .copied()
+        .filter(|k| !supported.contains(k))
+        .collect()
+}
+
 /// A periodic controller.
 ///
 /// Calling contract: both engines call it from one thread. The simulator calls `tick` at time
@@ -89,4 +134,7 @@ pub trait Controller: Send {
     /// Looks at the snapshot and pushes actions into `out` (empty on entry). Called every
     /// `period`, first at time 0. No default.
     fn tick(&mut self, snapshot: &Snapshot, out: &mut Vec<Action>);
+    /// Every kind of action `tick` may push. Asked once, when a run is built: an engine that
+    /// cannot apply one of them refuses the run ([`unsupported`]). No default.
+    fn emits(&self) -> &'static [ActionKind];
 }

@@ -142,6 +142,12 @@ impl Run {
             &mut out,
         );
         for a in out {
+            // Engines refuse runs by what a controller declares, so the declaration must hold.
+            assert!(
+                ctl.emits().contains(&a.kind()),
+                "{} pushed {a:?}, which its `emits` does not declare",
+                ctl.name()
+            );
             let line = match a {
                 Action::SetWeight { thread, weight } => {
                     let k = self.key_of(thread).expect("action names a live thread");
@@ -388,4 +394,25 @@ group = "vm2"
 "#,
         round_robin,
     );
+}
+
+#[test]
+fn engines_can_tell_what_they_cannot_apply() {
+    use schedkit_core::control::{unsupported, ActionKind};
+    let sc = Scenario::parse(
+        "gang.toml",
+        "cores = 2\n[policy]\nname = \"gang\"\n[[process]]\nname = \"a\"\n",
+    )
+    .expect("test scenario parses");
+    let gang = schedkit_core::controllers::build(&sc).expect("gang has a controller");
+    let fair = [
+        ActionKind::SetWeight,
+        ActionKind::Migrate,
+        ActionKind::SetGroupWeight,
+    ];
+    assert_eq!(
+        unsupported(gang.as_ref(), &fair),
+        vec![ActionKind::Stop, ActionKind::Resume]
+    );
+    assert!(unsupported(gang.as_ref(), ActionKind::ALL).is_empty());
 }

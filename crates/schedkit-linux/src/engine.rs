@@ -1129,6 +1129,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     // A frozen job cannot stop or take SIGTERM: thaw every gang first.
     if let Some(g) = gang.as_mut() {
         g.thaw_all();
+        warnings.append(&mut g.refused);
     }
     // Wind down: stop built-in threads and commands still running.
     let end = (origin.elapsed().as_nanos() as u64).max(t_prev);
@@ -1934,6 +1935,14 @@ fn set_nice(tid: i32, nice: i32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The actions the fair-share engine applies: weights (nice or cgroup), affinity, group
+/// weights. Stop/Resume are the gang engine's (the freezer).
+const FAIR_APPLIES: &[schedkit_core::control::ActionKind] = &[
+    schedkit_core::control::ActionKind::SetWeight,
+    schedkit_core::control::ActionKind::Migrate,
+    schedkit_core::control::ActionKind::SetGroupWeight,
+];
+
 impl FairRun {
     fn new(
         scenario: &Scenario,
@@ -1953,6 +1962,14 @@ impl FairRun {
                         scenario.file
                     ))
                 })?;
+                // Refuse now what `tick_controller` could not apply later.
+                let missing = schedkit_core::control::unsupported(c.as_ref(), FAIR_APPLIES);
+                if !missing.is_empty() {
+                    return Err(Error::Input(format!(
+                        "{}: policy.name: `{name}`'s controller may ask for {missing:?}, which the fair-share engine cannot apply",
+                        scenario.file
+                    )));
+                }
                 (*name, period.0.max(1_000_000), Some(c))
             }
             _ => (
@@ -2388,7 +2405,14 @@ impl FairRun {
                         warnings.push(format!("group weight not set: {e}"));
                     }
                 }
-                Action::Stop { .. } | Action::Resume { .. } => {}
+                // Refused when the run was built (FAIR_APPLIES); a controller that pushes one
+                // anyway breaks its own `emits` contract, and the run says so.
+                Action::Stop { .. } | Action::Resume { .. } => {
+                    warnings.push(format!(
+                        "{}: refused {a:?}: the fair-share engine cannot stop or resume",
+                        ctl.name()
+                    ));
+                }
             }
         }
         self.actions = actions;

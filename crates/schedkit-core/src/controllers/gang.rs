@@ -243,6 +243,10 @@ impl Controller for Gang {
         self.next_period
     }
 
+    fn emits(&self) -> &'static [crate::control::ActionKind] {
+        use crate::control::ActionKind;
+        &[ActionKind::Migrate, ActionKind::Stop, ActionKind::Resume]
+    }
     fn tick(&mut self, snap: &Snapshot, out: &mut Vec<Action>) {
         let now = snap.now;
         self.live.clear();

@@ -342,6 +342,10 @@ impl Controller for GlobalFair {
     fn period(&self) -> Nanos {
         self.period
     }
+    fn emits(&self) -> &'static [crate::control::ActionKind] {
+        use crate::control::ActionKind;
+        &[ActionKind::Migrate]
+    }
     fn tick(&mut self, snap: &Snapshot, out: &mut Vec<Action>) {
         self.ticks += 1;
         self.account(snap);
