@@ -7,7 +7,7 @@
 //!   average waiting and turnaround time (3.6.2), the largest |lag| against GPS and the
 //!   percentage error (4.6.1). Then the thread-count change: C goes from 1 to 50 threads
 //!   mid-run, and we measure how long until its share is back within 2 points of its GPS
-//!   share (sliding windows, see [`recovery`]). Then the controllers' own CPU cost with 100
+//!   share (sliding windows, see [`crate::metrics::recovery`]). Then the controllers' own CPU cost with 100
 //!   threads.
 //! - **global-fairness** (4.5): one nice-0 and four nice-5 single-thread processes on 2 cores,
 //!   `default` vs `global-fair`: largest lag against GPS, the whole-run % error per task,
@@ -17,8 +17,12 @@
 //!   changed mid-run with `schedkit ctl set-weight` (a real client process) and the time to
 //!   reach the new share.
 //!
-//! Every busy process is a real process: this binary with the hidden `--spinner PLAN` flag
-//! (`N` threads, or `N,M@T`: M threads from time T on), so cgroup and per-thread policies act on
+//! Every scenario is a file in `examples/fair/` (embedded at build time, see [`scenario`]),
+//! with what the options change (cores, horizon, period, thread counts, nice values) applied
+//! to it, so a user can open, edit and run each configuration with `schedkit sim` and `schedkit
+//! run`. Every busy process is a real process: the helper executable
+//! ([`Machine::helper_exe`]) with the hidden `--spinner PLAN` flag (`N` threads, or `N,M@T`: M
+//! threads from time T on; [`spinner::spinner`]), so cgroup and per-thread policies act on
 //! real pids exactly as they would on a user's programs. A policy the real engine does not
 //! offer yet is listed as "not available" with the engine's reason; no number is made up for
 //! it.
@@ -32,253 +36,176 @@
 //! time is exact at sample instants; inside an interval the engine spreads it evenly, so the
 //! real lag is accurate to about one sample period of one thread's CPU time.
 
-use crate::failure::{Failure, EXIT_BAD_INPUT};
-use crate::output;
-use clap::Args;
-use schedkit_core::report::Report;
-use schedkit_core::scenario::{Group, PolicyName, PolicySpec, Process, Scenario, Work};
-use schedkit_core::trace::{Event, Owner};
+//!
+//! Each experiment is a function from options ([`FairOptions`] and its own) to a result
+//! ([`greedy::GreedyResult`], [`global::GlobalResult`], [`tenants::TenantsResult`]); each
+//! module's `text`, `json` and `charts` render it. Nothing here prints.
+
+/// `writeln!` into a `String` (which cannot fail).
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+/// `write!` into a `String`.
+macro_rules! outp {
+    ($out:expr, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = write!($out, $($arg)*);
+    }};
+}
+
+use crate::machine::Machine;
+use crate::progress::Progress;
+use crate::stats::mean_ci;
+use crate::Error;
+use schedkit_core::scenario::{PolicyName, Scenario};
 use schedkit_core::Nanos;
-use schedkit_experiments::metrics::{cpu_bins, recovery, window_shares};
-use schedkit_experiments::stats::{mean_ci, median};
-use schedkit_linux::engine::{self, RunOptions, RunOutcome, RunPolicy};
-use schedkit_render::chart::{Axis, BarChart, BarSeries, Chart, LineChart, Series};
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
-mod global;
-mod greedy;
-mod measure;
-mod scenario;
-mod spinner;
-mod tenants;
+pub mod global;
+pub mod greedy;
+pub mod measure;
+pub mod scenario;
+pub mod spinner;
+pub mod tenants;
 
-use measure::*;
-use scenario::*;
-use spinner::*;
-
-pub use global::global_fairness;
-pub use greedy::greedy;
-pub use tenants::tenants;
+use measure::{real_cell, sim_cell, By, CtlChange, Track};
+pub use measure::{Cell, Sample};
 
 /// Options every fair-share experiment takes.
-#[derive(Args, Clone)]
-pub struct FairCommon {
+#[derive(Clone, Debug)]
+pub struct FairOptions {
     /// Repeats of every real configuration (mean and 95 % confidence interval over them; the
     /// simulator is deterministic and runs once).
-    #[arg(long, default_value_t = 3)]
     pub repeat: usize,
     /// A short run for CI: 1 repeat, 2 s runs (change at 1 s), fewer configurations.
-    #[arg(long)]
     pub quick: bool,
-    /// Length of each run.
-    #[arg(long, default_value = "10s")]
-    pub duration: String,
-    /// Sampling period of the real engine (per-thread CPU time; lag resolution): a duration
-    /// up to 10ms, fixed, or `auto`: 5 ms, lengthened up to 10 ms while sampling would cost
-    /// more than 1 % of one core.
-    #[arg(long, default_value = "auto")]
-    pub sample: String,
-    /// Controller period (`policy.period`) of pfs/tfps/twrs/tenants/global-fair, real and
-    /// simulated. Default: 100 ms (20 ms for global-fairness).
-    #[arg(long)]
-    pub period: Option<String>,
+    /// Length of each run (at least 500 ms; `quick` makes it 2 s).
+    pub duration: Nanos,
+    /// Sampling period of the real engine.
+    pub sample: Sample,
+    /// Controller period (`policy.period`), real and simulated; `None`: the scenario file's.
+    pub period: Option<Nanos>,
     /// Simulator only (no real runs).
-    #[arg(long)]
     pub sim_only: bool,
-    /// Added to every busy process's nice value (e.g. -10 on a machine that others load:
-    /// prio_to_weight ratios stay within 0.1 %, so GPS and the policies' weights keep their
-    /// proportions while outside load weighs less). The GPS reference uses the shifted values.
-    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    /// Added to every busy process's nice value (GPS uses the shifted values).
     pub nice: i32,
-    /// Print the results as JSON on stdout instead of the tables (files are written either way).
-    #[arg(long)]
-    pub json: bool,
-    /// Directory for the JSON and SVG files.
-    #[arg(long, default_value = ".")]
-    pub out: PathBuf,
-    /// Run as a busy process (internal): `N` threads, or `N,M@T` (M threads from T on).
-    #[arg(long, hide = true)]
-    pub spinner: Option<String>,
 }
 
-#[derive(Args)]
-pub struct GreedyArgs {
-    #[command(flatten)]
-    pub common: FairCommon,
-    /// Threads of process C.
-    #[arg(long, default_value_t = 50)]
-    pub c_threads: u32,
+/// The options as they were applied (after `quick`), and the machine's CPU count.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub repeat: usize,
+    pub horizon: Nanos,
+    pub period: Nanos,
+    pub real: bool,
+    pub cores_real: usize,
+    pub nice: i32,
+    pub sample: Sample,
 }
 
-#[derive(Args)]
-pub struct GlobalArgs {
-    #[command(flatten)]
-    pub common: FairCommon,
-}
-
-#[derive(Args)]
-pub struct TenantsArgs {
-    #[command(flatten)]
-    pub common: FairCommon,
-}
-
-fn bad(m: String) -> Failure {
-    Failure {
-        status: EXIT_BAD_INPUT,
-        message: m,
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Aggregation and output.
-
-fn fmt_ci(xs: &[f64], digits: usize) -> String {
-    let (m, ci) = mean_ci(xs);
-    if xs.len() > 1 {
-        format!("{m:.digits$} ± {ci:.digits$}")
+/// Checks the options; `default_period` is the scenario file's controller period.
+fn setup(o: &FairOptions, default_period: Nanos) -> Result<Setup, Error> {
+    let horizon = if o.quick {
+        Nanos::from_secs(2)
     } else {
-        format!("{m:.digits$}")
+        o.duration
+    };
+    if horizon < Nanos::from_ms(500) {
+        return Err(Error::bad_option(
+            "duration",
+            &horizon.to_string(),
+            "at least 500ms",
+        ));
     }
+    let period = o.period.unwrap_or(default_period);
+    if period.0 == 0 {
+        return Err(Error::bad_option("period", "0", "must be positive"));
+    }
+    if o.repeat == 0 {
+        return Err(Error::bad_option("repeat", "0", "at least 1"));
+    }
+    if !(-20..=19).contains(&o.nice) {
+        return Err(Error::bad_option(
+            "nice",
+            &o.nice.to_string(),
+            "between -20 and 19",
+        ));
+    }
+    let cores_real = schedkit_linux::topo::Topology::host().map_or(2, |t| t.n_cpus());
+    Ok(Setup {
+        repeat: if o.quick { 1 } else { o.repeat },
+        horizon,
+        period,
+        real: !o.sim_only,
+        cores_real,
+        nice: o.nice,
+        sample: o.sample,
+    })
 }
 
 /// All repeats of one (engine, policy, config), or why it could not run.
-struct Row {
-    engine: String,
-    policy: String,
-    config: String,
-    cells: Vec<Cell>,
-    unavailable: Option<String>,
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub engine: String,
+    pub policy: String,
+    pub config: String,
+    pub cells: Vec<Cell>,
+    pub unavailable: Option<String>,
 }
 
 impl Row {
-    fn label(&self) -> String {
+    pub fn label(&self) -> String {
         format!("{} {}", self.engine, self.policy)
     }
-    fn col(&self, f: impl Fn(&Cell) -> f64) -> Vec<f64> {
+    pub fn col(&self, f: impl Fn(&Cell) -> f64) -> Vec<f64> {
         self.cells.iter().map(f).collect()
     }
 }
 
-struct Progress {
-    bar: indicatif::ProgressBar,
-}
-
-impl Progress {
-    fn new(total: usize) -> Progress {
-        let bar = if std::io::stdout().is_terminal() {
-            let b = indicatif::ProgressBar::new(total as u64);
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{bar:40} {pos}/{len} runs · {msg} · ETA {eta}",
-                )
-                .expect("template"),
-            );
-            b
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
-        Progress { bar }
-    }
-}
-
-/// Parsed common options.
-struct Setup {
-    repeat: usize,
-    horizon: Nanos,
-    period: Nanos,
-    real: bool,
-    cores_real: usize,
-}
-
-fn setup(c: &FairCommon, default_period: Nanos) -> Result<Setup, Failure> {
-    if let Some(p) = &c.spinner {
-        let plan = parse_plan(p).map_err(|m| bad(format!("--spinner: {m}")))?;
-        spinner(&plan);
-    }
-    let horizon = if c.quick {
-        Nanos::from_secs(2)
-    } else {
-        Nanos::parse(&c.duration).map_err(|m| bad(format!("--duration: {m}")))?
-    };
-    if horizon < Nanos::from_ms(500) {
-        return Err(bad("--duration: at least 500ms".into()));
-    }
-    let period = match &c.period {
-        Some(p) => Nanos::parse(p).map_err(|m| bad(format!("--period: {m}")))?,
-        None => default_period,
-    };
-    if period.0 == 0 {
-        return Err(bad("--period: must be positive".into()));
-    }
-    parse_sample(&c.sample)?;
-    if c.repeat == 0 {
-        return Err(bad("--repeat: at least 1".into()));
-    }
-    if !(-20..=19).contains(&c.nice) {
-        return Err(bad("--nice: between -20 and 19".into()));
-    }
-    NICE_OFFSET.store(c.nice, std::sync::atomic::Ordering::Relaxed);
-    std::fs::create_dir_all(&c.out).map_err(|e| anyhow::anyhow!("{}: {e}", c.out.display()))?;
-    let cores_real = schedkit_linux::topo::Topology::host().map_or(2, |t| t.n_cpus());
-    if !c.sim_only {
-        engine::install_signal_handlers();
-    }
-    Ok(Setup {
-        repeat: if c.quick { 1 } else { c.repeat },
-        horizon,
-        period,
-        real: !c.sim_only,
-        cores_real,
-    })
-}
-
-fn interrupted() -> Result<(), Failure> {
-    if engine::signal_flag().load(std::sync::atomic::Ordering::Relaxed) {
-        return Err(Failure {
-            status: 130,
-            message: "interrupted; every change was undone".into(),
-        });
-    }
-    Ok(())
-}
-
-/// Runs every (engine, policy) of a configuration: the simulator once, the real engine
-/// `repeat` times (policies interleaved, so drift in the machine's load hits all alike).
-#[allow(clippy::too_many_arguments)]
-fn run_rows(
-    s: &Setup,
-    c: &FairCommon,
-    config: &str,
-    sim: &[PolicyName],
-    real: &[PolicyName],
-    build: &dyn Fn(PolicyName, usize) -> Result<Scenario, Failure>,
+/// One configuration of an experiment: its name, the policies per engine, and how its
+/// scenario is built for a policy and a core count.
+struct Config<'a> {
+    name: &'a str,
+    sim: &'a [PolicyName],
+    real: &'a [PolicyName],
+    /// Cores: `None` for the simulator (the file's), the machine's CPUs for real runs.
+    build: &'a dyn Fn(PolicyName, Option<usize>) -> Result<Scenario, Error>,
     by: By,
     track: Option<Track>,
     ctl: Option<CtlChange>,
     perf: bool,
-    prog: &Progress,
-) -> Result<Vec<Row>, Failure> {
+}
+
+/// Runs every (engine, policy) of a configuration: the simulator once, the real engine
+/// `repeat` times (policies interleaved, so drift in the machine's load hits all alike).
+fn run_rows(
+    s: &Setup,
+    cfg: Config,
+    machine: &dyn Machine,
+    prog: &dyn Progress,
+) -> Result<Vec<Row>, Error> {
+    let config = cfg.name;
     let mut rows = Vec::new();
-    for &p in sim {
-        prog.bar.set_message(format!("{config}: sim {p}"));
-        let sc = build(p, 2)?;
+    for &p in cfg.sim {
+        prog.message(&format!("{config}: sim {p}"));
+        let sc = (cfg.build)(p, None)?;
         rows.push(Row {
             engine: "sim".into(),
             policy: p.to_string(),
             config: config.into(),
-            cells: vec![sim_cell(config, &sc, by, track)?],
+            cells: vec![sim_cell(config, &sc, cfg.by, cfg.track)?],
             unavailable: None,
         });
-        prog.bar.inc(1);
+        prog.step();
     }
     if !s.real {
         return Ok(rows);
     }
     let first = rows.len();
-    for &p in real {
+    for &p in cfg.real {
         rows.push(Row {
             engine: "real".into(),
             policy: p.to_string(),
@@ -288,41 +215,45 @@ fn run_rows(
         });
     }
     for _ in 0..s.repeat {
-        for (i, &p) in real.iter().enumerate() {
+        for (i, &p) in cfg.real.iter().enumerate() {
             let row = &mut rows[first + i];
             if row.unavailable.is_some() {
-                prog.bar.inc(1);
+                prog.step();
                 continue;
             }
-            prog.bar.set_message(format!("{config}: real {p}"));
-            let sc = build(p, s.cores_real)?;
-            match real_cell(config, &sc, c, by, track, ctl.clone(), perf)? {
+            prog.message(&format!("{config}: real {p}"));
+            let sc = (cfg.build)(p, Some(s.cores_real))?;
+            match real_cell(
+                config,
+                &sc,
+                s.sample,
+                cfg.by,
+                cfg.track,
+                cfg.ctl.clone(),
+                cfg.perf,
+                machine,
+            )? {
                 Ok(cell) => row.cells.push(cell),
                 Err(m) => row.unavailable = Some(m),
             }
-            prog.bar.inc(1);
-            interrupted()?;
+            prog.step();
         }
     }
     Ok(rows)
 }
 
-fn write_out(c: &FairCommon, name: &str, json: &serde_json::Value) -> Result<PathBuf, Failure> {
-    let p = c.out.join(format!("{name}.json"));
-    std::fs::write(
-        &p,
-        serde_json::to_string_pretty(json).map_err(anyhow::Error::from)?,
-    )
-    .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-    Ok(p)
+/// `mean ± CI` with `digits` decimals (the mean alone for one value).
+pub fn fmt_ci(xs: &[f64], digits: usize) -> String {
+    let (m, ci) = mean_ci(xs);
+    if xs.len() > 1 {
+        format!("{m:.digits$} ± {ci:.digits$}")
+    } else {
+        format!("{m:.digits$}")
+    }
 }
 
-fn write_svg(path: &Path, svg: String) -> Result<(), Failure> {
-    std::fs::write(path, svg).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    Ok(())
-}
-
-fn rows_json(rows: &[Row]) -> serde_json::Value {
+/// The rows as JSON: one object per (engine, policy, config) with its runs.
+pub fn rows_json(rows: &[Row]) -> serde_json::Value {
     serde_json::Value::Array(
         rows.iter()
             .map(|r| {
@@ -336,7 +267,7 @@ fn rows_json(rows: &[Row]) -> serde_json::Value {
 }
 
 /// Lines for policies that could not run for real.
-fn unavailable_lines(rows: &[Row]) -> String {
+fn unavailable_lines<'a>(rows: impl IntoIterator<Item = &'a Row>) -> String {
     let mut s = String::new();
     let mut seen = Vec::new();
     for r in rows {
@@ -354,12 +285,14 @@ fn unavailable_lines(rows: &[Row]) -> String {
 }
 
 /// Says so when `--nice` shifted the processes' nice values.
-fn nice_note(c: &FairCommon) {
-    if c.nice != 0 {
-        println!(
-            "every busy process's nice value shifted by {:+} (--nice); GPS uses the shifted weights\n",
-            c.nice
-        );
+fn nice_note(s: &Setup) -> String {
+    if s.nice != 0 {
+        format!(
+            "every busy process's nice value shifted by {:+} (--nice); GPS uses the shifted weights\n\n",
+            s.nice
+        )
+    } else {
+        String::new()
     }
 }
 
@@ -368,19 +301,6 @@ fn ok_word(b: bool) -> &'static str {
         "MET"
     } else {
         "NOT MET"
-    }
-}
-
-impl Row {
-    /// The row's identity without its runs (for the "not available" lines).
-    fn clone_meta(&self) -> Row {
-        Row {
-            engine: self.engine.clone(),
-            policy: self.policy.clone(),
-            config: self.config.clone(),
-            cells: Vec::new(),
-            unavailable: self.unavailable.clone(),
-        }
     }
 }
 
@@ -398,7 +318,7 @@ fn recovery_text(rec: Vec<Option<f64>>) -> String {
 }
 
 /// Mean and largest |share - ideal| / ideal over the entities, in percent (4.6.1).
-fn pct_err(c: &Cell) -> (f64, f64) {
+pub fn pct_err(c: &Cell) -> (f64, f64) {
     let e: Vec<f64> = c
         .norm_share
         .iter()
@@ -410,6 +330,33 @@ fn pct_err(c: &Cell) -> (f64, f64) {
         e.iter().sum::<f64>() / e.len().max(1) as f64,
         e.iter().cloned().fold(0.0, f64::max),
     )
+}
+
+/// What the rows of a chart come from, for its title: "real and simulated", "simulated" or
+/// "real" (only what was run).
+fn engines_word<'a>(rows: impl IntoIterator<Item = &'a Row>) -> &'static str {
+    let (mut sim, mut real) = (false, false);
+    for r in rows {
+        if !r.cells.is_empty() {
+            sim |= r.engine == "sim";
+            real |= r.engine == "real";
+        }
+    }
+    match (sim, real) {
+        (true, true) => "real and simulated",
+        (false, true) => "real",
+        _ => "simulated",
+    }
+}
+
+/// Error bounds for a chart: mean ± CI per value, or none when no value has a spread (a
+/// single run, or the deterministic simulator): caps on a point without spread would claim
+/// an interval that was never measured.
+fn error_bounds(stats: &[(f64, f64)]) -> Option<Vec<(f64, f64)>> {
+    stats
+        .iter()
+        .any(|(_, ci)| *ci > 0.0)
+        .then(|| stats.iter().map(|(m, ci)| (m - ci, m + ci)).collect())
 }
 
 #[cfg(test)]
