@@ -5,7 +5,7 @@ use super::measure::By;
 use super::scenario::{self, Overrides};
 use super::*;
 use crate::stats::median;
-use schedkit_render::chart::{Axis, BarChart, BarSeries, Chart, LineChart, Series};
+use schedkit_render::chart::{Axis, BarChart, Chart, LineChart, Series};
 use schedkit_render::table::table;
 
 pub const GLOBAL_SIM: [PolicyName; 2] = [PolicyName::Cfs, PolicyName::GlobalFair];
@@ -35,20 +35,16 @@ pub fn run(
                 0
             }) as u64,
     );
-    let build = |p: PolicyName, cores: Option<usize>| {
-        scenario::load(
-            &scenario::GLOBAL,
-            &Overrides {
-                policy: p,
-                period: Some(s.period),
-                cores,
-                horizon: s.horizon,
-                nice: s.nice,
-                plans: &[],
-                exe: &exe,
-            },
-        )
+    let o = Overrides {
+        policy: PolicyName::Default,
+        period: Some(s.period),
+        cores: None,
+        horizon: s.horizon,
+        nice: s.nice,
+        plans: &[],
+        exe: &exe,
     };
+    let build = |p, cores| scenario::load(&scenario::GLOBAL, &o.with(p, cores));
     let rows = run_rows(
         &s,
         Config {
@@ -70,11 +66,7 @@ pub fn run(
 
 /// `global-fairness.json`.
 pub fn json(r: &GlobalResult) -> serde_json::Value {
-    let s = &r.setup;
-    serde_json::json!({
-        "experiment": "global-fairness", "horizon_s": s.horizon.0 as f64 / 1e9, "repeat": s.repeat,
-        "period_ms": s.period.0 as f64 / 1e6, "nice_offset": s.nice, "rows": rows_json(&r.rows),
-    })
+    json_doc("global-fairness", &r.setup, &r.rows, serde_json::json!({}))
 }
 
 /// The table, the notes and the targets, as printed.
@@ -254,11 +246,7 @@ pub fn charts(r: &GlobalResult) -> Vec<(&'static str, String)> {
         &format!(
             "Global fairness: whole-run error of each task's CPU time against GPS, {}{}",
             engines_word(done.iter().copied()),
-            if r.setup.repeat > 1 && r.setup.real {
-                " (mean, 95 % CI)"
-            } else {
-                ""
-            }
+            ci_note(&r.setup)
         ),
         "task",
         Axis::new("|share - GPS share| / GPS share", "%"),
@@ -273,11 +261,7 @@ pub fn charts(r: &GlobalResult) -> Vec<(&'static str, String)> {
                 )
             })
             .collect();
-        let mut bars = BarSeries::new(&r.label(), stats.iter().map(|s| s.0).collect());
-        if let Some(e) = error_bounds(&stats) {
-            bars = bars.with_errors(e);
-        }
-        bc.series(bars);
+        bc.series(bars(&r.label(), &stats));
     }
     vec![
         ("global-fairness-lag.svg", lc.to_svg(1000.0, 480.0)),

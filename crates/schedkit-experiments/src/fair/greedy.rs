@@ -6,7 +6,7 @@ use super::measure::{By, Track, TOL};
 use super::scenario::{self, Overrides};
 use super::*;
 use crate::stats::median;
-use schedkit_render::chart::{Axis, BarChart, BarSeries, Chart, LineChart, Series};
+use schedkit_render::chart::{Axis, BarChart, Chart, LineChart, Series};
 use schedkit_render::table::table;
 
 pub const GREEDY_REAL: [PolicyName; 4] = [
@@ -77,22 +77,17 @@ pub fn run(
         0
     };
     prog.start((GREEDY_SIM.len() + n_real * s.repeat * 2 + n_cost) as u64);
-    let (h, period) = (s.horizon, Some(s.period));
     let c_plan = [("C", o.c_threads.to_string())];
-    let build = |p: PolicyName, cores: Option<usize>| {
-        scenario::load(
-            &scenario::GREEDY,
-            &Overrides {
-                policy: p,
-                period,
-                cores,
-                horizon: h,
-                nice: s.nice,
-                plans: &c_plan,
-                exe: &exe,
-            },
-        )
+    let steady = Overrides {
+        policy: PolicyName::Default,
+        period: Some(s.period),
+        cores: None,
+        horizon: s.horizon,
+        nice: s.nice,
+        plans: &c_plan,
+        exe: &exe,
     };
+    let build = |p, cores| scenario::load(&scenario::GREEDY, &steady.with(p, cores));
     let mut rows = run_rows(
         &s,
         Config {
@@ -113,20 +108,11 @@ pub fn run(
         "C",
         format!("1,{}@{}ms", o.c_threads, change_at.0 / 1_000_000),
     )];
-    let build_change = |p: PolicyName, cores: Option<usize>| {
-        scenario::load(
-            &scenario::GREEDY,
-            &Overrides {
-                policy: p,
-                period,
-                cores,
-                horizon: h,
-                nice: s.nice,
-                plans: &change_plan,
-                exe: &exe,
-            },
-        )
+    let change = Overrides {
+        plans: &change_plan,
+        ..steady.clone()
     };
+    let build_change = |p, cores| scenario::load(&scenario::GREEDY, &change.with(p, cores));
     let track = Track {
         entity: 2,
         change: change_at,
@@ -154,20 +140,13 @@ pub fn run(
     } else {
         Nanos::from_secs(5)
     };
-    let build_cost = |p: PolicyName, cores: Option<usize>| {
-        scenario::load(
-            &scenario::CONTROLLER_COST,
-            &Overrides {
-                policy: p,
-                period: None,
-                cores,
-                horizon: cost_horizon,
-                nice: s.nice,
-                plans: &[],
-                exe: &exe,
-            },
-        )
+    let cost = Overrides {
+        period: None,
+        horizon: cost_horizon,
+        plans: &[],
+        ..steady.clone()
     };
+    let build_cost = |p, cores| scenario::load(&scenario::CONTROLLER_COST, &cost.with(p, cores));
     rows.extend(run_rows(
         &s,
         Config {
@@ -195,12 +174,15 @@ pub fn run(
 
 /// `greedy.json`.
 pub fn json(r: &GreedyResult) -> serde_json::Value {
-    let s = &r.setup;
-    serde_json::json!({
-        "experiment": "greedy", "horizon_s": s.horizon.0 as f64 / 1e9, "repeat": s.repeat,
-        "period_ms": s.period.0 as f64 / 1e6, "nice_offset": s.nice, "c_threads": r.c_threads,
-        "change_at_s": r.change_at.0 as f64 / 1e9, "tolerance_pp": TOL * 100.0, "rows": rows_json(&r.rows),
-    })
+    json_doc(
+        "greedy",
+        &r.setup,
+        &r.rows,
+        serde_json::json!({
+            "c_threads": r.c_threads, "change_at_s": r.change_at.0 as f64 / 1e9,
+            "tolerance_pp": TOL * 100.0,
+        }),
+    )
 }
 
 /// The tables and the targets, as printed.
@@ -495,8 +477,9 @@ pub fn charts(r: &GreedyResult) -> Vec<(&'static str, String)> {
     ];
     let mut chart = BarChart::new(
         &format!(
-            "Greedy processes on 2 cores: CPU share per process, {}",
-            engines_word(steady.iter().copied())
+            "Greedy processes on 2 cores: CPU share per process, {}{}",
+            engines_word(steady.iter().copied()),
+            ci_note(&r.setup)
         ),
         "process",
         Axis::new("share of the job's CPU time", "%"),
@@ -507,11 +490,7 @@ pub fn charts(r: &GreedyResult) -> Vec<(&'static str, String)> {
         let stats: Vec<(f64, f64)> = (0..3)
             .map(|k| mean_ci(&r.col(|x| x.norm_share[k] * 100.0)))
             .collect();
-        let mut bars = BarSeries::new(&r.label(), stats.iter().map(|s| s.0).collect());
-        if let Some(e) = error_bounds(&stats) {
-            bars = bars.with_errors(e);
-        }
-        chart.series(bars);
+        chart.series(bars(&r.label(), &stats));
     }
     if let Some(r) = steady.first() {
         chart.reference(

@@ -63,6 +63,7 @@ use crate::stats::mean_ci;
 use crate::Error;
 use schedkit_core::scenario::{PolicyName, Scenario};
 use schedkit_core::Nanos;
+use schedkit_render::chart::BarSeries;
 
 pub mod global;
 pub mod greedy;
@@ -349,19 +350,51 @@ fn engines_word<'a>(rows: impl IntoIterator<Item = &'a Row>) -> &'static str {
     }
 }
 
-/// Error bounds for a chart: mean ± CI per value, or none when no value has a spread (a
-/// single run, or the deterministic simulator): caps on a point without spread would claim
+/// Bars of (mean, CI) values, with error bounds only where some value has a spread (not for
+/// a single run, nor the deterministic simulator): caps on a point without spread would claim
 /// an interval that was never measured.
-fn error_bounds(stats: &[(f64, f64)]) -> Option<Vec<(f64, f64)>> {
-    stats
-        .iter()
-        .any(|(_, ci)| *ci > 0.0)
-        .then(|| stats.iter().map(|(m, ci)| (m - ci, m + ci)).collect())
+fn bars(name: &str, stats: &[(f64, f64)]) -> BarSeries {
+    let b = BarSeries::new(name, stats.iter().map(|s| s.0).collect());
+    if stats.iter().any(|(_, ci)| *ci > 0.0) {
+        b.with_errors(stats.iter().map(|(m, ci)| (m - ci, m + ci)).collect())
+    } else {
+        b
+    }
+}
+
+/// " (mean, 95 % CI)" when the chart's values are means over real repeats.
+fn ci_note(s: &Setup) -> &'static str {
+    if s.repeat > 1 && s.real {
+        " (mean, 95 % CI)"
+    } else {
+        ""
+    }
+}
+
+/// An experiment's JSON: what ran (`experiment`, horizon, repeats, period, nice offset), its
+/// rows, and the experiment's own `extra` keys.
+fn json_doc(
+    experiment: &str,
+    s: &Setup,
+    rows: &[Row],
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let mut doc = serde_json::json!({
+        "experiment": experiment, "horizon_s": s.horizon.0 as f64 / 1e9, "repeat": s.repeat,
+        "period_ms": s.period.0 as f64 / 1e6, "nice_offset": s.nice, "rows": rows_json(rows),
+    });
+    if let (Some(d), serde_json::Value::Object(e)) = (doc.as_object_mut(), extra) {
+        d.extend(e);
+    }
+    doc
 }
 
 #[cfg(test)]
 mod tests {
+    use super::measure::{cell, By};
+    use super::spinner::parse_plan;
     use super::*;
+    use schedkit_core::trace::{Event, Owner};
 
     #[test]
     fn plans_parse_and_reject_nonsense() {
@@ -382,17 +415,12 @@ mod tests {
         // Two one-thread processes on one core: P0 runs [0, 10 ms), P1 [10, 20 ms), and the
         // machine is idle for [20, 30 ms). GPS gives each half of the job's CPU: at 10 ms P0
         // is 5 ms ahead, at 20 ms both are even; the idle tail does not count against them.
-        let mut sc = scenario(
-            "test",
-            PolicyName::Default,
-            Nanos::from_ms(100),
-            1,
-            Nanos::from_ms(30),
-            &[busy("P0", "1", 0, None), busy("P1", "1", 0, None)],
-            &[],
+        let sc = Scenario::parse(
+            "test.toml",
+            "cores = 1\n[policy]\nname = \"default\"\n[run]\nhorizon = \"30ms\"\n\
+             [[process]]\nname = \"P0\"\n[[process]]\nname = \"P1\"\n",
         )
-        .unwrap_or_else(|_| panic!("scenario"));
-        sc.processes.iter_mut().for_each(|p| p.command = None);
+        .unwrap();
         let ms = Nanos::from_ms;
         let ev = vec![
             Event::Arrive {

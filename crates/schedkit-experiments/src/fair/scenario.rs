@@ -77,6 +77,17 @@ pub struct Overrides<'a> {
     pub exe: &'a Path,
 }
 
+impl<'a> Overrides<'a> {
+    /// The same overrides for `policy` on `cores` (the simulator's `None`: the file's).
+    pub fn with(&self, policy: PolicyName, cores: Option<usize>) -> Overrides<'a> {
+        Overrides {
+            policy,
+            cores,
+            ..self.clone()
+        }
+    }
+}
+
 /// `file` with `o` applied: the scenario both engines run.
 pub fn load(file: &File, o: &Overrides) -> Result<Scenario, Error> {
     let mut sc = file.parse()?;

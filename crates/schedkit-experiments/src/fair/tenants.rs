@@ -5,7 +5,7 @@ use super::measure::{By, CtlChange, Track, TOL};
 use super::scenario::{self, Overrides};
 use super::*;
 use crate::stats::median;
-use schedkit_render::chart::{Axis, BarChart, BarSeries, Chart, LineChart, Series};
+use schedkit_render::chart::{Axis, BarChart, Chart, LineChart, Series};
 use schedkit_render::table::table;
 
 /// What it measured.
@@ -43,24 +43,19 @@ pub fn run(
     let real = [PolicyName::Default, PolicyName::Tenants];
     let per_real = if s.real { real.len() * s.repeat } else { 0 };
     prog.start((configs.len() * (sim.len() + per_real) + if s.real { s.repeat } else { 0 }) as u64);
+    let base = Overrides {
+        policy: PolicyName::Default,
+        period: Some(s.period),
+        cores: None,
+        horizon: s.horizon,
+        nice: s.nice,
+        plans: &[],
+        exe: &exe,
+    };
     let build_for = |weights: &[u64]| -> Result<_, Error> {
         let file = scenario::tenants_file(weights)?;
-        let exe = &exe;
-        let s = &s;
-        Ok(move |p: PolicyName, cores: Option<usize>| {
-            scenario::load(
-                &file,
-                &Overrides {
-                    policy: p,
-                    period: Some(s.period),
-                    cores,
-                    horizon: s.horizon,
-                    nice: s.nice,
-                    plans: &[],
-                    exe,
-                },
-            )
-        })
+        let base = &base;
+        Ok(move |p, cores| scenario::load(&file, &base.with(p, cores)))
     };
     let mut rows = Vec::new();
     for w in &configs {
@@ -124,12 +119,14 @@ pub fn run(
 
 /// `tenants.json`.
 pub fn json(r: &TenantsResult) -> serde_json::Value {
-    let s = &r.setup;
-    serde_json::json!({
-        "experiment": "tenants", "horizon_s": s.horizon.0 as f64 / 1e9, "repeat": s.repeat,
-        "period_ms": s.period.0 as f64 / 1e6, "nice_offset": s.nice, "tolerance_pp": TOL * 100.0,
-        "change_at_s": r.change_at.0 as f64 / 1e9, "rows": rows_json(&r.rows),
-    })
+    json_doc(
+        "tenants",
+        &r.setup,
+        &r.rows,
+        serde_json::json!({
+            "tolerance_pp": TOL * 100.0, "change_at_s": r.change_at.0 as f64 / 1e9,
+        }),
+    )
 }
 
 /// The tables and the targets, as printed.
@@ -340,11 +337,7 @@ pub fn charts(r: &TenantsResult) -> Vec<(&'static str, String)> {
         &format!(
             "Tenants: each group's CPU share beside its weight's fraction, {}{}",
             engines_word(done.iter().copied()),
-            if r.setup.repeat > 1 && r.setup.real {
-                " (mean, 95 % CI)"
-            } else {
-                ""
-            }
+            ci_note(&r.setup)
         ),
         "weights and group",
         Axis::new("group's share of the job's CPU time", "%"),
@@ -361,11 +354,7 @@ pub fn charts(r: &TenantsResult) -> Vec<(&'static str, String)> {
                     .push(row.map_or((0.0, 0.0), |r| mean_ci(&r.col(|x| x.norm_share[k] * 100.0))));
             }
         }
-        let mut bars = BarSeries::new(l, stats.iter().map(|s| s.0).collect());
-        if let Some(e) = error_bounds(&stats) {
-            bars = bars.with_errors(e);
-        }
-        bc.series(bars);
+        bc.series(bars(l, &stats));
     }
     bc.reference("weight fraction", ideal);
     let shares = bc.to_svg(1300.0, 560.0);
