@@ -356,21 +356,54 @@ pub fn render_window(
         svg.rect(x - 1.0, top - 4.0, 2.0, plot_h + 8.0, "#111111", Some(&tip));
     }
     if !jobs.is_empty() {
-        let (rel_y, dl_y) = (top - marks_h, top - marks_h / 2.0);
+        let ticks = JobTicks {
+            y: top - marks_h,
+            row_h: marks_h / 2.0,
+            from,
+            to: end_ns,
+            ns_per_px,
+            div,
+            unit,
+        };
+        ticks.draw(&mut svg, scenario, &jobs);
+    }
+    svg.frame(LEFT, top, plot_w, plot_h, "#888888");
+    svg.finish()
+}
+
+/// Where the release and deadline ticks of real-time jobs go: a row each above the lanes,
+/// over the window `[from, to]`.
+struct JobTicks {
+    y: f64,
+    row_h: f64,
+    from: u64,
+    to: u64,
+    ns_per_px: f64,
+    div: f64,
+    unit: &'static str,
+}
+
+impl JobTicks {
+    /// A tick per release (in the task's colour) and per deadline (grey), each with a
+    /// tooltip naming the job.
+    fn draw(&self, svg: &mut Svg, scenario: &Scenario, jobs: &[(Nanos, usize, u64, Nanos)]) {
+        let (rel_y, dl_y, unit) = (self.y, self.y + self.row_h, self.unit);
         svg.text(LEFT - 8.0, rel_y + 9.0, "release", 9.0, Anchor::End);
         svg.text(LEFT - 8.0, dl_y + 9.0, "deadline", 9.0, Anchor::End);
-        let inside = |t: Nanos| t.0 >= from && t.0 <= end_ns;
-        for &(t, task, job, deadline) in &jobs {
+        let inside = |t: Nanos| t.0 >= self.from && t.0 <= self.to;
+        let x_of = |t: Nanos| LEFT + (t.0 - self.from) as f64 / self.ns_per_px;
+        let at = |t: Nanos| chart::num(t.0 as f64 / self.div);
+        for &(t, task, job, deadline) in jobs {
             let name = &scenario.tasks[task].name;
             let key = scenario.processes.len() + task;
             if inside(t) {
                 let tip = format!(
                     "release: {name} #{job} at {} {unit} (deadline {} {unit})",
-                    chart::num(t.0 as f64 / div),
-                    chart::num(deadline.0 as f64 / div)
+                    at(t),
+                    at(deadline)
                 );
                 svg.rect(
-                    x_of(t.0) - 0.75,
+                    x_of(t) - 0.75,
                     rel_y,
                     1.5,
                     10.0,
@@ -379,12 +412,9 @@ pub fn render_window(
                 );
             }
             if inside(deadline) {
-                let tip = format!(
-                    "deadline: {name} #{job} at {} {unit}",
-                    chart::num(deadline.0 as f64 / div)
-                );
+                let tip = format!("deadline: {name} #{job} at {} {unit}", at(deadline));
                 svg.rect(
-                    x_of(deadline.0) - 0.75,
+                    x_of(deadline) - 0.75,
                     dl_y,
                     1.5,
                     10.0,
@@ -394,8 +424,6 @@ pub fn render_window(
             }
         }
     }
-    svg.frame(LEFT, top, plot_w, plot_h, "#888888");
-    svg.finish()
 }
 
 #[cfg(test)]
