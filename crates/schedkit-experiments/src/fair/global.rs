@@ -5,7 +5,7 @@ use super::measure::By;
 use super::scenario::{self, Overrides};
 use super::*;
 use crate::stats::median;
-use schedkit_render::chart::{Axis, BarChart, Chart, LineChart, Series};
+use schedkit_render::chart::{Axis, Chart, LineChart, Series};
 use schedkit_render::table::table;
 
 pub const GLOBAL_SIM: [PolicyName; 2] = [PolicyName::Cfs, PolicyName::GlobalFair];
@@ -242,17 +242,14 @@ pub fn charts(r: &GlobalResult) -> Vec<(&'static str, String)> {
     }
 
     let cats: Vec<String> = (1..=5).map(|i| format!("T{i}")).collect();
-    let mut bc = BarChart::new(
-        &format!(
-            "Global fairness: whole-run error of each task's CPU time against GPS, {}{}",
-            engines_word(done.iter().copied()),
-            ci_note(&r.setup)
-        ),
+    let mut bc = rows_chart(
+        "Global fairness: whole-run error of each task's CPU time against GPS",
         "task",
         Axis::new("|share - GPS share| / GPS share", "%"),
         cats,
+        &done,
+        &r.setup,
     );
-    bc.legend_title = Some("engine, policy".into());
     for r in &done {
         let stats: Vec<(f64, f64)> = (0..5)
             .map(|k| {

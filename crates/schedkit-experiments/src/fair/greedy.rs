@@ -6,7 +6,7 @@ use super::measure::{By, Track, TOL};
 use super::scenario::{self, Overrides};
 use super::*;
 use crate::stats::median;
-use schedkit_render::chart::{Axis, BarChart, Chart, LineChart, Series};
+use schedkit_render::chart::{Axis, Chart, LineChart, Series};
 use schedkit_render::table::table;
 
 pub const GREEDY_REAL: [PolicyName; 4] = [
@@ -475,17 +475,14 @@ pub fn charts(r: &GreedyResult) -> Vec<(&'static str, String)> {
         "B (8 threads)".to_string(),
         format!("C ({c_threads} threads)"),
     ];
-    let mut chart = BarChart::new(
-        &format!(
-            "Greedy processes on 2 cores: CPU share per process, {}{}",
-            engines_word(steady.iter().copied()),
-            ci_note(&r.setup)
-        ),
+    let mut chart = rows_chart(
+        "Greedy processes on 2 cores: CPU share per process",
         "process",
         Axis::new("share of the job's CPU time", "%"),
         cats,
+        &steady,
+        &r.setup,
     );
-    chart.legend_title = Some("engine, policy".into());
     for r in &steady {
         let stats: Vec<(f64, f64)> = (0..3)
             .map(|k| mean_ci(&r.col(|x| x.norm_share[k] * 100.0)))

@@ -63,7 +63,7 @@ use crate::stats::mean_ci;
 use crate::Error;
 use schedkit_core::scenario::{PolicyName, Scenario};
 use schedkit_core::Nanos;
-use schedkit_render::chart::BarSeries;
+use schedkit_render::chart::{Axis, BarChart, BarSeries};
 
 pub mod global;
 pub mod greedy;
@@ -362,13 +362,25 @@ fn bars(name: &str, stats: &[(f64, f64)]) -> BarSeries {
     }
 }
 
-/// " (mean, 95 % CI)" when the chart's values are means over real repeats.
-fn ci_note(s: &Setup) -> &'static str {
-    if s.repeat > 1 && s.real {
+/// A bar chart of rows: `title` followed by which engines ran and, when the bars are means
+/// over real repeats, " (mean, 95 % CI)"; the legend names engine and policy.
+fn rows_chart(
+    title: &str,
+    x_label: &str,
+    y: Axis,
+    cats: Vec<String>,
+    rows: &[&Row],
+    s: &Setup,
+) -> BarChart {
+    let ci = if s.repeat > 1 && s.real {
         " (mean, 95 % CI)"
     } else {
         ""
-    }
+    };
+    let title = format!("{title}, {}{ci}", engines_word(rows.iter().copied()));
+    let mut c = BarChart::new(&title, x_label, y, cats);
+    c.legend_title = Some("engine, policy".into());
+    c
 }
 
 /// An experiment's JSON: what ran (`experiment`, horizon, repeats, period, nice offset), its

@@ -5,7 +5,7 @@ use super::measure::{By, CtlChange, Track, TOL};
 use super::scenario::{self, Overrides};
 use super::*;
 use crate::stats::median;
-use schedkit_render::chart::{Axis, BarChart, Chart, LineChart, Series};
+use schedkit_render::chart::{Axis, Chart, LineChart, Series};
 use schedkit_render::table::table;
 
 /// What it measured.
@@ -333,17 +333,14 @@ pub fn charts(r: &TenantsResult) -> Vec<(&'static str, String)> {
             ideal.push(*w as f64 / sum as f64 * 100.0);
         }
     }
-    let mut bc = BarChart::new(
-        &format!(
-            "Tenants: each group's CPU share beside its weight's fraction, {}{}",
-            engines_word(done.iter().copied()),
-            ci_note(&r.setup)
-        ),
+    let mut bc = rows_chart(
+        "Tenants: each group's CPU share beside its weight's fraction",
         "weights and group",
         Axis::new("group's share of the job's CPU time", "%"),
         cats,
+        &done,
+        &r.setup,
     );
-    bc.legend_title = Some("engine, policy".into());
     for l in &labels {
         let mut stats = Vec::new();
         for c in &configs {
