@@ -106,9 +106,7 @@ pub fn descendants(roots: &Roots, pid: i32) -> Vec<i32> {
     while i < out.len() && out.len() < 65_536 {
         let p = out[i];
         for tid in procfs::tids(roots, p) {
-            let f = roots
-                .proc
-                .join(format!("{p}/task/{tid}/children"));
+            let f = roots.proc.join(format!("{p}/task/{tid}/children"));
             if let Ok(s) = std::fs::read_to_string(f) {
                 out.extend(s.split_whitespace().filter_map(|x| x.parse::<i32>().ok()));
             }
@@ -388,7 +386,8 @@ impl Attached {
                 starttime: st.starttime,
                 old: orig.cpus.clone(),
             })?;
-            affinity::set_thread(tid, &c).map_err(|e| oneshot::privilege_of(e, "set the CPUs of"))?;
+            affinity::set_thread(tid, &c)
+                .map_err(|e| oneshot::privilege_of(e, "set the CPUs of"))?;
         }
         if let Some(c) = class.filter(|c| *c != cur_class || self.plan.sched_flags() != 0) {
             journal.record(Entry::Sched {
@@ -423,7 +422,9 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
                 )));
             }
             if st.state == 'Z' {
-                return Err(Error::Input(format!("--pid {pid}: the process has exited (zombie)")));
+                return Err(Error::Input(format!(
+                    "--pid {pid}: the process has exited (zombie)"
+                )));
             }
             (
                 format!("process {pid} ({})", st.comm),
@@ -486,9 +487,7 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
         &o.guard,
         &mut warnings,
     )?;
-    let crate::guard::Guard {
-        journal, lease, ..
-    } = guard;
+    let crate::guard::Guard { journal, lease, .. } = guard;
     if let Some(w) = &lease.warning {
         warnings.push(w.clone());
     }
@@ -524,9 +523,8 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
                     journal.write_file(&file, &ctl.weight_value(w).to_string())?;
                 }
                 (None, Some((pid, _))) => {
-                    let ctl = cgroup::detect(&roots).ok_or_else(|| {
-                        Error::Privilege("--weight: no cpu controller".into())
-                    })?;
+                    let ctl = cgroup::detect(&roots)
+                        .ok_or_else(|| Error::Privilege("--weight: no cpu controller".into()))?;
                     let rel = cgroup::cgroup_of(&roots, &ctl, pid).unwrap_or_else(|| "/".into());
                     let back = ctl.mount().join(rel.strip_prefix("/").unwrap_or(&rel));
                     at.weight_group = Some(oneshot::WeightGroup::create(

@@ -185,7 +185,10 @@ impl Request {
             if !(-20..=19).contains(&n) {
                 return input(format!("--nice {n}: out of range (-20..19)"));
             }
-            if let Some(c) = self.class.filter(|c| !matches!(c, Class::Other | Class::Batch)) {
+            if let Some(c) = self
+                .class
+                .filter(|c| !matches!(c, Class::Other | Class::Batch))
+            {
                 return input(format!(
                     "--nice applies to --policy other and batch; `{}` has no nice value",
                     c.flag_name()
@@ -193,9 +196,7 @@ impl Request {
             }
         }
         if dl_given && self.class != Some(Class::Deadline) {
-            return input(
-                "--runtime, --deadline and --period belong to --policy deadline".into(),
-            );
+            return input("--runtime, --deadline and --period belong to --policy deadline".into());
         }
         let class = match self.class {
             None if self.exclusive => Some(Policy::Fifo {
@@ -355,11 +356,14 @@ impl Plan {
         }
         match (&self.class, self.nice_only) {
             (Some(Policy::Other { nice }), true) => parts.push(format!("nice {nice}")),
-            (Some(Policy::Deadline {
-                runtime,
-                deadline,
-                period,
-            }), _) => parts.push(format!(
+            (
+                Some(Policy::Deadline {
+                    runtime,
+                    deadline,
+                    period,
+                }),
+                _,
+            ) => parts.push(format!(
                 "SCHED_DEADLINE runtime {runtime} ns, deadline {deadline} ns, period {period} ns"
             )),
             (Some(c), _) => parts.push(c.name_with_priority()),
@@ -484,9 +488,7 @@ impl WeightGroup {
                 ctl.mount().join(rel.strip_prefix("/").unwrap_or(&rel))
             }
         };
-        let path = ctl
-            .mount()
-            .join(format!("schedkit-{}", std::process::id()));
+        let path = ctl.mount().join(format!("schedkit-{}", std::process::id()));
         journal.record(Entry::Cgroup {
             path: path.clone(),
             tasks_file: ctl.tasks_file().into(),

@@ -286,7 +286,10 @@ fn attach(a: &RunArgs, req: Request) -> Result<(), Failure> {
     use schedkit_linux::attach::{self, AttachOptions, Target};
     for (given, flag) in [
         (a.horizon.is_some(), "--horizon (use --for DURATION)"),
-        (a.keep_running, "--keep-running (attached work always keeps running)"),
+        (
+            a.keep_running,
+            "--keep-running (attached work always keeps running)",
+        ),
         (a.gantt.is_some(), "--gantt"),
         (a.trace.is_some(), "--trace"),
         (a.linux_json.is_some(), "--linux-json"),
@@ -296,17 +299,18 @@ fn attach(a: &RunArgs, req: Request) -> Result<(), Failure> {
     ] {
         if given {
             return Err(bad(format!(
-                "{flag}: does not apply to work already running (--pid, --cgroup, --unit);                  those runs change settings and report what they changed"
+                "{flag}: does not apply to work already running (--pid, --cgroup, --unit); \
+                    those runs change settings and report what they changed"
             )));
         }
     }
     if !req.has_placement() && !req.exclusive && req.priority.is_none() {
         return Err(bad(
-            "nothing to apply: give --policy (with --priority or --nice), --nice, --cpus,              --weight or --exclusive",
+            "nothing to apply: give --policy (with --priority or --nice), --nice, --cpus, \
+                --weight or --exclusive",
         ));
     }
-    if !req.exclusive && (a.system_cores.is_some() || matches!(a.rt_throttle, RtThrottleArg::Off))
-    {
+    if !req.exclusive && (a.system_cores.is_some() || matches!(a.rt_throttle, RtThrottleArg::Off)) {
         return Err(bad(
             "--system-cores and --rt-throttle apply to exclusive mode only (add --exclusive)",
         ));
@@ -358,7 +362,8 @@ fn attach(a: &RunArgs, req: Request) -> Result<(), Failure> {
     }
     if let Some(x) = &r.exclusive {
         println!(
-            "exclusive mode: system CPUs {}, job CPUs {}, SCHED_FIFO {}; moved {} other              thread(s) and {} IRQ(s) to the system CPUs (the kernel refused {} IRQ(s))",
+            "exclusive mode: system CPUs {}, job CPUs {}, SCHED_FIFO {}; moved {} other \
+                thread(s) and {} IRQ(s) to the system CPUs (the kernel refused {} IRQ(s))",
             x.system_cpus,
             x.job_cpus,
             x.priority,
@@ -370,7 +375,8 @@ fn attach(a: &RunArgs, req: Request) -> Result<(), Failure> {
     let ok = r.undone.iter().filter(|u| u.outcome == Ok(true)).count();
     let failed: Vec<_> = r.undone.iter().filter(|u| u.outcome.is_err()).collect();
     println!(
-        "{}: changed {} thread(s) of {} process(es); ended by {}; restored {ok} change(s){};          the work was left running",
+        "{}: changed {} thread(s) of {} process(es); ended by {}; restored {ok} change(s){}; \
+            the work was left running",
         r.target,
         r.threads,
         r.processes,
@@ -397,12 +403,15 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     }
     if a.for_.is_some() {
         return Err(bad(
-            "--for applies to work already running (--pid, --cgroup, --unit); a run schedkit              starts stops at --horizon",
+            "--for applies to work already running (--pid, --cgroup, --unit); a run schedkit \
+                starts stops at --horizon",
         ));
     }
     if request.has_placement() && a.command.is_empty() {
         return Err(bad(
-            "--policy, --nice, --cpus, --weight and --runtime/--deadline/--period apply to one              command (after `--`) or to work already running (--pid, --cgroup, --unit); a              scenario file sets them per process",
+            "--policy, --nice, --cpus, --weight and --runtime/--deadline/--period apply to one \
+                command (after `--`) or to work already running (--pid, --cgroup, --unit); a \
+                scenario file sets them per process",
         ));
     }
     // One command: every flag checked against the machine before anything starts.
@@ -499,7 +508,10 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     let oneshot_rt = oneshot.as_ref().is_some_and(|p| {
         matches!(
             p.class,
-            Some(schedkit_linux::sched::Policy::Fifo { .. } | schedkit_linux::sched::Policy::Rr { .. })
+            Some(
+                schedkit_linux::sched::Policy::Fifo { .. }
+                    | schedkit_linux::sched::Policy::Rr { .. }
+            )
         )
     });
     if a.priority.is_some() && !policy_takes_priority(&policy) && !oneshot_rt {
