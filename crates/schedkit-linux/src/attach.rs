@@ -31,6 +31,10 @@
 //! the *original* settings of its process (or of the nearest ancestor schedkit changed), so
 //! undo gives it what it would have had without schedkit.
 //!
+//! schedkit's own thread runs SCHED_FIFO (reset on fork) one above the work's real-time
+//! priority (1 for other classes, 10 on the system CPUs in exclusive mode) while it waits, so
+//! a saturating real-time target cannot delay its end and undo.
+//!
 //! ## systemd units
 //!
 //! `--unit NAME` asks `systemctl show -p ControlGroup --value NAME` for the unit's cgroup
@@ -379,25 +383,33 @@ impl Attached {
         } else {
             (self.plan.cpus.clone(), self.plan.class)
         };
-        if let Some(c) = cpus.filter(|c| *c != cur_cpus) {
+        // Journaled whenever the thread's original differs from what it gets, even when it
+        // has it already: a thread born after the change inherited it, and undo must give it
+        // its elders' original, not leave the inherited change behind.
+        if let Some(c) = cpus.filter(|c| *c != cur_cpus || *c != orig.cpus) {
             journal.record(Entry::Affinity {
                 pid,
                 tid,
                 starttime: st.starttime,
                 old: orig.cpus.clone(),
             })?;
-            affinity::set_thread(tid, &c)
-                .map_err(|e| oneshot::privilege_of(e, "set the CPUs of"))?;
+            if c != cur_cpus {
+                affinity::set_thread(tid, &c)
+                    .map_err(|e| oneshot::privilege_of(e, "set the CPUs of"))?;
+            }
         }
-        if let Some(c) = class.filter(|c| *c != cur_class || self.plan.sched_flags() != 0) {
+        let flags = self.plan.sched_flags();
+        if let Some(c) = class.filter(|c| *c != cur_class || *c != orig.class || flags != 0) {
             journal.record(Entry::Sched {
                 pid,
                 tid,
                 starttime: st.starttime,
                 old: orig.class,
             })?;
-            oneshot::set_class(tid, c, self.plan.sched_flags())
-                .map_err(|e| oneshot::privilege_of(e, "set the scheduling class of"))?;
+            if c != cur_class || flags != 0 {
+                oneshot::set_class(tid, c, flags)
+                    .map_err(|e| oneshot::privilege_of(e, "set the scheduling class of"))?;
+            }
         }
         Ok(())
     }
@@ -507,6 +519,21 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
         kept_rt: HashSet::new(),
         threads: 0,
         warnings: Vec::new(),
+    };
+    // schedkit's own thread above the work, so that polls, the end and the undo keep their
+    // times when the work saturates its CPUs at a real-time priority (it sleeps between polls:
+    // microseconds every POLL). Not inherited by anything (SCHED_RESET_ON_FORK).
+    let own = match o.plan.class {
+        _ if o.plan.exclusive => 10, // on the system CPUs, as the engine in exclusive mode
+        Some(Policy::Fifo { priority } | Policy::Rr { priority }) => (priority + 1).min(99),
+        _ => 1,
+    };
+    let _own_class = match crate::guard::EngineClass::raise(own) {
+        Ok(c) => Some(c),
+        Err(m) => {
+            warnings.push(m);
+            None
+        }
     };
     let mut isolation: Option<Isolation> = None;
     let mut ended_by = String::new();

@@ -79,17 +79,18 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// A process spinning on a CPU, ended (and reaped) when dropped.
+/// A process spinning on a CPU in a process group of its own: the group (whatever it
+/// started too) is ended and the process reaped when dropped, also when an assertion fails,
+/// so a failed test never leaves a real-time spinner behind.
 struct Spinner(Child);
 
 impl Spinner {
     fn start() -> Spinner {
-        Spinner(
-            Command::new("sh")
-                .args(["-c", "while :; do :; done"])
-                .spawn()
-                .expect("start a spinner"),
-        )
+        Spinner::of(Command::new("sh").args(["-c", "while :; do :; done"]))
+    }
+    fn of(cmd: &mut Command) -> Spinner {
+        use std::os::unix::process::CommandExt;
+        Spinner(cmd.process_group(0).spawn().expect("start a spinner"))
     }
     fn pid(&self) -> i32 {
         self.0.id() as i32
@@ -98,6 +99,8 @@ impl Spinner {
 
 impl Drop for Spinner {
     fn drop(&mut self) {
+        // SAFETY: a signal to the test's own process group.
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -457,4 +460,209 @@ fn pid_of_a_running_spinner_in_exclusive_mode_and_back() {
     );
     std::thread::sleep(Duration::from_millis(100));
     assert!(alive(pid));
+}
+
+#[test]
+fn deadline_reaches_the_command() {
+    if !is_root() {
+        eprintln!("skipped: SCHED_DEADLINE needs root (CAP_SYS_NICE)");
+        return;
+    }
+    if !Path::new("/usr/bin/chrt").exists() {
+        eprintln!("skipped: chrt (util-linux) is not installed");
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let o = schedkit(
+        &[
+            "run",
+            "--policy",
+            "deadline",
+            "--runtime",
+            "1ms",
+            "--period",
+            "10ms",
+            "--",
+            "sh",
+            "-c",
+            "chrt -p $$",
+        ],
+        state.path(),
+    );
+    let t = text(&o);
+    if o.status.code() == Some(3) && t.contains("admission control") {
+        eprintln!("skipped: other deadline tasks hold this machine's bandwidth: {t}");
+        return;
+    }
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("SCHED_DEADLINE"), "{t}");
+    assert!(t.contains("1000000/10000000/10000000"), "{t}");
+    assert!(
+        t.contains("SCHED_RESET_ON_FORK"),
+        "the note and the flag: {t}"
+    );
+}
+
+#[test]
+fn exclusive_keeps_a_commands_own_real_time_priority() {
+    let _m = machine();
+    if !is_root() || allowed_cpus().len() < 2 || !Path::new("/usr/bin/chrt").exists() {
+        eprintln!("skipped: needs root, two allowed CPUs and chrt");
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    // The command raises itself to FIFO 80 (as cyclictest -p 80 does) and reports.
+    let o = schedkit(
+        &[
+            "run",
+            "--exclusive",
+            "--wait",
+            "120s",
+            "--",
+            "chrt",
+            "-f",
+            "80",
+            "sh",
+            "-c",
+            "sleep 0.3; chrt -p $$",
+        ],
+        state.path(),
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("scheduling priority: 80"),
+        "exclusive mode kept the command's own priority: {t}"
+    );
+}
+
+#[test]
+fn cgroup_weight_and_nice_for_a_while_and_back() {
+    let _m = machine();
+    if !is_root() {
+        eprintln!("skipped: writing a cgroup's weight needs root");
+        return;
+    }
+    let Some(ctl) = schedkit_linux::cgroup::detect(&schedkit_linux::Roots::host()) else {
+        eprintln!("skipped: no cpu controller mounted");
+        return;
+    };
+    let (file, tasks, v2) = match ctl {
+        schedkit_linux::cgroup::CpuController::V2(_) => ("cpu.weight", "cgroup.procs", true),
+        schedkit_linux::cgroup::CpuController::V1(_) => ("cpu.shares", "tasks", false),
+    };
+    let dir = ctl
+        .mount()
+        .join(format!("schedkit-test-oneshot-{}", std::process::id()));
+    std::fs::create_dir(&dir).unwrap();
+    let spin = Spinner::start();
+    std::fs::write(dir.join(tasks), spin.pid().to_string()).unwrap();
+    let before = std::fs::read_to_string(dir.join(file)).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let d = dir.to_string_lossy().to_string();
+    let mut sk = attach(
+        &["run", "--cgroup", &d, "--weight", "50", "--nice", "4"],
+        state.path(),
+    );
+    let during = std::fs::read_to_string(dir.join(file)).unwrap();
+    assert_eq!(during.trim(), if v2 { "50" } else { "512" });
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", spin.pid())).unwrap();
+    let f: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+    assert_eq!(f[19 - 3], "4", "nice of the group's process");
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(sk.id() as i32, libc::SIGTERM) };
+    assert!(wait_exit(&mut sk, Duration::from_secs(30)).success());
+    assert_eq!(std::fs::read_to_string(dir.join(file)).unwrap(), before);
+    assert!(alive(spin.pid()));
+    drop(spin);
+    // The spinner is gone (reaped): the group can go.
+    for _ in 0..100 {
+        if std::fs::remove_dir(&dir).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The children of `pid` (through `/proc/PID/task/*/children`).
+fn children(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let f = t.path().join("children");
+        if let Ok(s) = std::fs::read_to_string(f) {
+            out.extend(s.split_whitespace().filter_map(|x| x.parse::<i32>().ok()));
+        }
+    }
+    out
+}
+
+#[test]
+fn pid_children_started_later_get_the_change_and_their_elders_settings_back() {
+    let _m = machine();
+    if !is_root() {
+        eprintln!("skipped: changing another process to SCHED_FIFO needs root");
+        return;
+    }
+    let Some(cpu) = pin_cpu() else {
+        eprintln!("skipped: sched_getaffinity failed");
+        return;
+    };
+    // A parent that starts a spinning child when told to (a line on its stdin).
+    let mut parent = Spinner::of(
+        Command::new("sh")
+            .args(["-c", "read x; sh -c 'while :; do :; done' & wait"])
+            .stdin(Stdio::piped()),
+    );
+    let pid = parent.pid();
+    let before = kernel_view(pid);
+    let state = tempfile::tempdir().unwrap();
+    let (pid_s, cpu_s) = (pid.to_string(), cpu.to_string());
+    let mut sk = attach(
+        &[
+            "run",
+            "--pid",
+            &pid_s,
+            "--policy",
+            "fifo",
+            "--priority",
+            "10",
+            "--cpus",
+            &cpu_s,
+        ],
+        state.path(),
+    );
+    {
+        use std::io::Write;
+        let mut stdin = parent.0.stdin.take().unwrap();
+        writeln!(stdin, "go").unwrap();
+    }
+    let t0 = Instant::now();
+    let child = loop {
+        if let Some(&c) = children(pid).first() {
+            break c;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no child started");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(
+        kernel_view(child),
+        (libc::SCHED_FIFO, 10, vec![cpu]),
+        "born with the change"
+    );
+    // Long enough for several polls to journal it (a gate, not a measurement).
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(sk.id() as i32, libc::SIGTERM) };
+    assert!(wait_exit(&mut sk, Duration::from_secs(30)).success());
+    assert_eq!(kernel_view(pid), before);
+    assert_eq!(
+        kernel_view(child),
+        before,
+        "the child got what its parent had before schedkit, not the inherited change"
+    );
+    assert!(alive(child) && alive(pid));
+    // The parent's group (the child too) ends when `parent` drops.
 }
