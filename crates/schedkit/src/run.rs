@@ -85,23 +85,10 @@ impl From<ClassArg> for Class {
     }
 }
 
+/// One-command mode's flags (`--policy`, `--nice`, `--cpus`, ...) and the targets of work
+/// already running (`--pid`, `--cgroup`, `--unit`, `--for`).
 #[derive(Args)]
-pub struct RunArgs {
-    /// Scenario file (TOML; see docs/scenario.md and docs/run.md). Omit it to run one command
-    /// given after `--`.
-    pub file: Option<PathBuf>,
-    /// Exclusive mode (seed 000): system cores keep everything else, the job gets the rest,
-    /// pinned, SCHED_FIFO, IRQs moved away. Overrides the scenario's policy.
-    #[arg(long)]
-    pub exclusive: bool,
-    /// CPUs left to the system in exclusive mode (a list: `0`, `0-1,4`). Default: CPU 0 and
-    /// its SMT siblings.
-    #[arg(long, value_name = "CPUS")]
-    pub system_cores: Option<String>,
-    /// SCHED_FIFO/RR priority of job threads, 1..99 (exclusive default 99; fcfs/rr default
-    /// 50 minus the process' `priority`; with one command: needs --policy fifo or rr).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=99))]
-    pub priority: Option<u32>,
+pub struct OneArgs {
     /// One command (or --pid): its scheduling class, as `chrt` sets it; the command and every
     /// thread and child it starts run so. fifo and rr need --priority; deadline needs
     /// --runtime and --period.
@@ -146,6 +133,28 @@ pub struct RunArgs {
     /// SIGTERM, or when the work is gone.
     #[arg(long = "for", value_name = "DURATION")]
     pub for_: Option<String>,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Scenario file (TOML; see docs/scenario.md and docs/run.md). Omit it to run one command
+    /// given after `--`.
+    pub file: Option<PathBuf>,
+    /// Exclusive mode (seed 000): system cores keep everything else, the job gets the rest,
+    /// pinned, SCHED_FIFO, IRQs moved away. Overrides the scenario's policy.
+    #[arg(long)]
+    pub exclusive: bool,
+    /// CPUs left to the system in exclusive mode (a list: `0`, `0-1,4`). Default: CPU 0 and
+    /// its SMT siblings.
+    #[arg(long, value_name = "CPUS")]
+    pub system_cores: Option<String>,
+    /// SCHED_FIFO/RR priority of job threads, 1..99 (exclusive default 99; fcfs/rr default
+    /// 50 minus the process' `priority`; with one command: needs --policy fifo or rr).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=99))]
+    pub priority: Option<u32>,
+    /// One-command mode and work already running (boxed: clap keeps every flag inline).
+    #[command(flatten)]
+    pub one: Box<OneArgs>,
     /// RT throttling in exclusive mode (`kernel/sched_rt_runtime_us`).
     #[arg(long, value_enum, default_value = "keep")]
     pub rt_throttle: RtThrottleArg,
@@ -242,19 +251,20 @@ fn duration_ns(flag: &str, v: &Option<String>) -> Result<Option<u64>, Failure> {
 /// One-command mode's flags as the library's [`Request`].
 fn request_of(a: &RunArgs) -> Result<Request, Failure> {
     Ok(Request {
-        class: a.policy.map(Class::from),
+        class: a.one.policy.map(Class::from),
         priority: a.priority,
-        nice: a.nice,
+        nice: a.one.nice,
         cpus: a
+            .one
             .cpus
             .as_deref()
             .map(CpuSet::parse_list)
             .transpose()
             .map_err(|m| bad(format!("--cpus: {m}")))?,
-        runtime: duration_ns("--runtime", &a.runtime)?,
-        deadline: duration_ns("--deadline", &a.deadline)?,
-        period: duration_ns("--period", &a.period)?,
-        weight: a.weight,
+        runtime: duration_ns("--runtime", &a.one.runtime)?,
+        deadline: duration_ns("--deadline", &a.one.deadline)?,
+        period: duration_ns("--period", &a.one.period)?,
+        weight: a.one.weight,
         exclusive: a.exclusive,
     })
 }
@@ -315,7 +325,7 @@ fn attach(a: &RunArgs, req: Request) -> Result<(), Failure> {
             "--system-cores and --rt-throttle apply to exclusive mode only (add --exclusive)",
         ));
     }
-    let target = match (a.pid, &a.cgroup, &a.unit) {
+    let target = match (a.one.pid, &a.one.cgroup, &a.one.unit) {
         (Some(p), _, _) => Target::Pid(p),
         (_, Some(c), _) => Target::Cgroup(c.clone()),
         (_, _, Some(u)) => Target::Unit(u.clone()),
@@ -331,7 +341,7 @@ fn attach(a: &RunArgs, req: Request) -> Result<(), Failure> {
         .map(CpuSet::parse_list)
         .transpose()
         .map_err(|m| bad(format!("--system-cores: {m}")))?;
-    let duration = duration_ns("--for", &a.for_)?.map(std::time::Duration::from_nanos);
+    let duration = duration_ns("--for", &a.one.for_)?.map(std::time::Duration::from_nanos);
     if duration.is_some_and(|d| d.is_zero()) {
         return Err(bad("--for: must be greater than zero"));
     }
@@ -398,10 +408,10 @@ fn attach(a: &RunArgs, req: Request) -> Result<(), Failure> {
 
 pub fn run(a: RunArgs) -> Result<(), Failure> {
     let request = request_of(&a)?;
-    if a.pid.is_some() || a.cgroup.is_some() || a.unit.is_some() {
+    if a.one.pid.is_some() || a.one.cgroup.is_some() || a.one.unit.is_some() {
         return attach(&a, request);
     }
-    if a.for_.is_some() {
+    if a.one.for_.is_some() {
         return Err(bad(
             "--for applies to work already running (--pid, --cgroup, --unit); a run schedkit \
                 starts stops at --horizon",
