@@ -410,6 +410,11 @@ fn pid_of_a_running_spinner_gets_fifo_and_cpus_and_them_back() {
     );
     let o = schedkit(&["restore"], state.path());
     assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("process {pid} (sh) was attached")),
+        "restore names the attached process it left running: {}",
+        text(&o)
+    );
     assert_eq!(kernel_view(pid), before, "restore gave the settings back");
     std::thread::sleep(Duration::from_millis(100));
     assert!(alive(pid), "restore leaves the attached process running");
