@@ -415,14 +415,16 @@ impl Attached {
     }
 }
 
-/// Attaches, holds until the end (see [`AttachOptions`]), undoes, reports.
-pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
-    let roots = o.roots.clone();
+/// A target resolved: its description, its cgroup, or its process and start time.
+type Resolved = (String, Option<Group>, Option<(i32, u64)>);
+
+/// What `target` names: a description, the cgroup (for `--cgroup`, `--unit`), or the
+/// process and its start time (for `--pid`). Nothing changes yet.
+fn resolve_target(roots: &Roots, target: &Target, want_weight: bool) -> Result<Resolved> {
     let me = std::process::id() as i32;
-    // Resolve the target before anything changes.
-    let (desc, group, pid_target) = match &o.target {
+    Ok(match target {
         Target::Pid(pid) => {
-            let st = ThreadStat::read(&roots, *pid, *pid)
+            let st = ThreadStat::read(roots, *pid, *pid)
                 .map_err(|_| Error::Input(format!("--pid {pid}: no such process")))?;
             if *pid == me {
                 return Err(Error::Input("--pid: that is schedkit itself".into()));
@@ -445,19 +447,86 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
             )
         }
         Target::Cgroup(p) => {
-            let g = resolve_group(&roots, p, o.plan.weight.is_some())?;
+            let g = resolve_group(roots, p, want_weight)?;
             (format!("cgroup {}", g.dir.display()), Some(g), None)
         }
         Target::Unit(u) => {
-            let rel = unit_cgroup(&roots, u)?;
-            let g = resolve_group(&roots, &rel, o.plan.weight.is_some())?;
+            let rel = unit_cgroup(roots, u)?;
+            let g = resolve_group(roots, &rel, want_weight)?;
             (
                 format!("unit {u} (cgroup {})", g.dir.display()),
                 Some(g),
                 None,
             )
         }
-    };
+    })
+}
+
+/// `--weight`: an existing group's own weight file (journaled), or for `--pid` a group of
+/// schedkit's own whose tasks go back to the process's cgroup at undo.
+fn apply_weight(
+    roots: &Roots,
+    journal: &mut Journal,
+    w: u64,
+    group: Option<&Group>,
+    pid_target: Option<(i32, u64)>,
+) -> Result<Option<oneshot::WeightGroup>> {
+    match (group, pid_target) {
+        (Some(g), _) => {
+            let (ctl, d) = g.cpu_dir.as_ref().expect("resolved with want_cpu");
+            let file = d.join(match ctl {
+                CpuController::V2(_) => "cpu.weight",
+                CpuController::V1(_) => "cpu.shares",
+            });
+            journal.write_file(&file, &ctl.weight_value(w).to_string())?;
+            Ok(None)
+        }
+        (None, Some((pid, _))) => {
+            let ctl = cgroup::detect(roots)
+                .ok_or_else(|| Error::Privilege("--weight: no cpu controller".into()))?;
+            let rel = cgroup::cgroup_of(roots, &ctl, pid).unwrap_or_else(|| "/".into());
+            let back = ctl.mount().join(rel.strip_prefix("/").unwrap_or(&rel));
+            Ok(Some(oneshot::WeightGroup::create(
+                roots,
+                journal,
+                w,
+                Some(back),
+            )?))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// Why the attach ends now, if it does: a signal, `--for` elapsed, or the work gone.
+fn end_of(
+    o: &AttachOptions,
+    t0: Instant,
+    roots: &Roots,
+    group: Option<&Group>,
+    pid_target: Option<(i32, u64)>,
+) -> Option<&'static str> {
+    if crate::engine::signal_flag().load(Ordering::Relaxed) || o.stop.load(Ordering::Relaxed) {
+        return Some("a signal");
+    }
+    if o.duration.is_some_and(|d| t0.elapsed() >= d) {
+        return Some("--for elapsed");
+    }
+    match (group, pid_target) {
+        (None, Some((pid, start))) => {
+            let alive = ThreadStat::read(roots, pid, pid)
+                .is_ok_and(|s| s.starttime == start && s.state != 'Z');
+            (!alive).then_some("the process exited")
+        }
+        (Some(g), _) if !g.dir.is_dir() => Some("the cgroup is gone"),
+        _ => None,
+    }
+}
+
+/// Attaches, holds until the end (see [`AttachOptions`]), undoes, reports.
+pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
+    let roots = o.roots.clone();
+    let me = std::process::id() as i32;
+    let (desc, group, pid_target) = resolve_target(&roots, &o.target, o.plan.weight.is_some())?;
     let members = |roots: &Roots| -> Vec<i32> {
         match (&group, pid_target) {
             (Some(g), _) => {
@@ -538,31 +607,8 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
     let mut isolation: Option<Isolation> = None;
     let mut ended_by = String::new();
     let result: Result<()> = (|| {
-        // Weight.
         if let Some(w) = o.plan.weight {
-            match (&group, pid_target) {
-                (Some(g), _) => {
-                    let (ctl, d) = g.cpu_dir.as_ref().expect("resolved with want_cpu");
-                    let file = d.join(match ctl {
-                        CpuController::V2(_) => "cpu.weight",
-                        CpuController::V1(_) => "cpu.shares",
-                    });
-                    journal.write_file(&file, &ctl.weight_value(w).to_string())?;
-                }
-                (None, Some((pid, _))) => {
-                    let ctl = cgroup::detect(&roots)
-                        .ok_or_else(|| Error::Privilege("--weight: no cpu controller".into()))?;
-                    let rel = cgroup::cgroup_of(&roots, &ctl, pid).unwrap_or_else(|| "/".into());
-                    let back = ctl.mount().join(rel.strip_prefix("/").unwrap_or(&rel));
-                    at.weight_group = Some(oneshot::WeightGroup::create(
-                        &roots,
-                        &mut journal,
-                        w,
-                        Some(back),
-                    )?);
-                }
-                (None, None) => {}
-            }
+            at.weight_group = apply_weight(&roots, &mut journal, w, group.as_ref(), pid_target)?;
         }
         // Exclusive mode: plan, exempt the work, move the rest of the machine off.
         if o.plan.exclusive {
@@ -597,30 +643,9 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
         let t0 = Instant::now();
         let mut last_sweep = Instant::now();
         loop {
-            if crate::engine::signal_flag().load(Ordering::Relaxed)
-                || o.stop.load(Ordering::Relaxed)
-            {
-                ended_by = "a signal".into();
+            if let Some(why) = end_of(&o, t0, &roots, group.as_ref(), pid_target) {
+                ended_by = why.into();
                 break;
-            }
-            if o.duration.is_some_and(|d| t0.elapsed() >= d) {
-                ended_by = "--for elapsed".into();
-                break;
-            }
-            match (&group, pid_target) {
-                (None, Some((pid, start))) => {
-                    let alive = ThreadStat::read(&roots, pid, pid)
-                        .is_ok_and(|s| s.starttime == start && s.state != 'Z');
-                    if !alive {
-                        ended_by = "the process exited".into();
-                        break;
-                    }
-                }
-                (Some(g), _) if !g.dir.is_dir() => {
-                    ended_by = "the cgroup is gone".into();
-                    break;
-                }
-                _ => {}
             }
             let now_members = members(&roots);
             if let Some(iso) = isolation.as_mut() {

@@ -115,6 +115,20 @@ impl Request {
 
     /// Checks the request (module docs); `allowed` is the set of CPUs this process may use.
     pub fn plan(&self, allowed: &CpuSet, roots: &Roots) -> Result<Plan> {
+        self.check_combinations()?;
+        let class = self.class_and_cpus(allowed)?;
+        self.check_machine(&class, roots)?;
+        Ok(Plan {
+            class,
+            nice_only: self.class.is_none() && self.nice.is_some() && !self.exclusive,
+            cpus: self.cpus.clone(),
+            weight: self.weight,
+            exclusive: self.exclusive,
+        })
+    }
+
+    /// The flags that cannot go together (exit 2).
+    fn check_combinations(&self) -> Result<()> {
         let input = |m: String| Err(Error::Input(m));
         let dl_given = self.runtime.is_some() || self.deadline.is_some() || self.period.is_some();
         if self.exclusive {
@@ -198,6 +212,12 @@ impl Request {
         if dl_given && self.class != Some(Class::Deadline) {
             return input("--runtime, --deadline and --period belong to --policy deadline".into());
         }
+        Ok(())
+    }
+
+    /// The class with its parameters, and the CPUs checked against `allowed` (exit 2).
+    fn class_and_cpus(&self, allowed: &CpuSet) -> Result<Option<Policy>> {
+        let input = |m: String| Err(Error::Input(m));
         let class = match self.class {
             None if self.exclusive => Some(Policy::Fifo {
                 priority: self.priority.unwrap_or(99),
@@ -291,10 +311,14 @@ impl Request {
                 );
             }
         }
-        // What the machine must allow (exit 3).
+        Ok(class)
+    }
+
+    /// What the machine must allow for `class` and the other flags (exit 3).
+    fn check_machine(&self, class: &Option<Policy>, roots: &Roots) -> Result<()> {
         let privs = Privileges::current();
         let may_nice = privs.root || privs.sys_nice;
-        if let Some(c) = &class {
+        if let Some(c) = class {
             if c.needs_cap_sys_nice() && !may_nice {
                 return Err(Error::Privilege(format!(
                     "{} needs CAP_SYS_NICE: {}",
@@ -331,13 +355,7 @@ impl Request {
                 ));
             }
         }
-        Ok(Plan {
-            class,
-            nice_only: self.class.is_none() && self.nice.is_some() && !self.exclusive,
-            cpus: self.cpus.clone(),
-            weight: self.weight,
-            exclusive: self.exclusive,
-        })
+        Ok(())
     }
 }
 
