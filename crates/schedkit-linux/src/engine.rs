@@ -178,7 +178,14 @@ pub struct RunOptions {
     /// Go on when the run cannot do what the scenario asks (fewer CPUs than its `cores`),
     /// saying so in the report; otherwise such a run is refused ([`Error::Degraded`]).
     pub allow_degraded: bool,
+    /// Called for each command held at its start gate (its pid, the run's journal), after
+    /// the engine placed it and before it execs: one-command mode's flags
+    /// ([`crate::oneshot::Plan::apply_before_exec`]), inherited by all it starts.
+    pub before_exec: Option<BeforeExec>,
 }
+
+/// See [`RunOptions::before_exec`].
+pub type BeforeExec = Box<dyn FnMut(i32, Option<&mut Journal>) -> Result<()>>;
 
 impl RunOptions {
     pub fn new(policy: RunPolicy) -> RunOptions {
@@ -202,6 +209,7 @@ impl RunOptions {
             },
             bounded: true,
             allow_degraded: false,
+            before_exec: None,
         }
     }
 }
@@ -857,6 +865,9 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     // born inside.
                     if let Some(f) = fair.as_ref() {
                         f.attach_command(p, pid)?;
+                    }
+                    if let Some(hook) = opts.before_exec.as_mut() {
+                        hook(pid, journal.as_mut())?;
                     }
                     let counters = opts
                         .perf
