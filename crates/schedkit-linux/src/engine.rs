@@ -34,7 +34,8 @@
 //! descriptor kept open, and the dearer files only when they can have changed
 //! ([`crate::threadfiles`]: `stat` when the thread was scheduled in, `status` about every
 //! five seconds per thread, staggered); discovery looks for new threads and processes only below
-//! threads that were scheduled in since the last sample ([`discover`]); a thread asleep for
+//! threads that were scheduled in since the last sample ([`discover`]), and not at all while
+//! the command's job cgroup holds as many tasks as are tracked; a thread asleep for
 //! several samples is read every fourth sample only ([`IDLE_EVERY`]). Exact switch counts
 //! are read once more at the end of the run. With [`RunOptions::sample_budget`] the period
 //! adapts: after every sample the engine reads its own thread's CPU clock around the
@@ -543,6 +544,10 @@ enum Body {
 struct Proc {
     start_ns: u64,
     end_ns: Option<u64>,
+    /// A command's job cgroup's `pids.current` (every task of its tree, threads included),
+    /// where the hierarchy has one: while it equals the threads tracked, nothing new was
+    /// started and discovery reads nothing more.
+    tasks_file: Option<PathBuf>,
     body: Body,
     counters: Option<CounterSet>,
     next_index: u32,
@@ -856,6 +861,10 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     procs[p] = Some(Proc {
                         start_ns,
                         end_ns: None,
+                        tasks_file: target
+                            .as_ref()
+                            .map(|t| t.0.join("pids.current"))
+                            .filter(|f| f.exists()),
                         body: Body::Command { pid, exit: None },
                         counters,
                         next_index: 0,
@@ -905,6 +914,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                 procs[p] = Some(Proc {
                     start_ns,
                     end_ns: None,
+                    tasks_file: None,
                     body,
                     counters: None,
                     next_index: 0,
@@ -926,6 +936,21 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                                 (tid != 0).then(|| (me, tid, Some(s.clone())))
                             })
                             .collect()
+                    }
+                    Body::Command { .. }
+                        if pr.tasks_file.as_ref().is_some_and(|f| {
+                            crate::read_trim(f)
+                                .ok()
+                                .and_then(|n| n.parse::<usize>().ok())
+                                == Some(
+                                    tracks
+                                        .iter()
+                                        .filter(|t| t.process == p && !t.finished)
+                                        .count(),
+                                )
+                        }) =>
+                    {
+                        Vec::new()
                     }
                     Body::Command { pid, .. } => {
                         let active: Vec<(i32, i32)> = tracks
