@@ -8,8 +8,9 @@
 #     B: chrt -f 80 taskset -c LAST cyclictest ...    (by hand: pinned, real-time, hogs stay)
 #     and beside A, schedkit's own stall figure for the same run (longest stall of the job,
 #     from its samples) to hold against cyclictest's.
-# (b) process-fair with hackbench (-g 10: 400 tasks) beside a one-thread hog: each process's
-#     share of the job's CPU time (job_share), against half.
+# (b) process-fair with hackbench (-g 10: 400 tasks) beside a one-thread hog (stress-ng
+#     --cpu 1): each process's share of the job's CPU time (job_share), against half. (The
+#     commands' own output goes to /dev/null: the report is on stdout.)
 #
 # Usage: scripts/realtools.sh [ROUNDS] [SECONDS]   (env SCHEDKIT=path/to/schedkit,
 #        PARTS="a b")
@@ -76,12 +77,12 @@ name = "process-fair"
 horizon = "${SECS}s"
 [[process]]
 name = "hackbench"
-command = ["hackbench", "-g", "10", "-l", "1000000000"]
+command = ["sh", "-c", "exec hackbench -g 10 -l 1000000000 > /dev/null"]
 [[process]]
 name = "hog"
-command = ["stress-ng", "--cpu", "1", "--timeout", "$((SECS + 10))s"]
+command = ["sh", "-c", "exec stress-ng --cpu 1 --timeout $((SECS + 10))s > /dev/null 2>&1"]
 TOML
-  printf '%-6s %14s %10s %16s %12s\n' round hackbench_job% hog_job% max_|err|_pp machine_%
+  printf '%-6s %14s %10s %16s %12s\n' round hackbench_job% hog_job% 'max_err_pp' machine_%
   : > "$work/b"
   for r in $(seq "$ROUNDS"); do
     $B run "$work/fair.toml" --wait --no-perf --json > "$work/j.json" 2> "$work/err" \
