@@ -6,8 +6,9 @@
 //! The engine's own part only: `bench/run-cost/setup.sh` times the whole
 //! `schedkit run --exclusive -- true` command (process start, lease, job cgroup too).
 //!
-//! This process stays SCHED_OTHER and unpinned: it measures the calls, not the engine's
-//! control thread (which runs at SCHED_FIFO 10 on the system CPU).
+//! This process is unpinned and keeps the class it is started with (the engine's control
+//! thread runs at SCHED_FIFO 10 on the system CPU: `chrt -f 10` gives the wall times of a
+//! thread no SCHED_OTHER load delays); it prints wall times and its own CPU time.
 //!
 //! `cargo run --release -p schedkit-linux --example exclusive_cost -- N [REPEATS]` (root)
 
@@ -51,7 +52,9 @@ fn main() {
     let total = schedkit_linux::procfs::all_threads(&roots).len();
     let state = std::env::temp_dir().join(format!("schedkit-cost-{}", std::process::id()));
     let (mut setup, mut teardown, mut moved, mut entries) = (Vec::new(), Vec::new(), 0, 0);
+    let mut cpu = Vec::new();
     for _ in 0..repeats {
+        let c0 = schedkit_linux::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
         let t0 = Instant::now();
         let mut j = Journal::create(&state, &roots).expect("journal");
         let cfg = ExclusiveConfig::default();
@@ -62,6 +65,7 @@ fn main() {
         entries = j.entries().len();
         let undone = j.finish();
         let t2 = Instant::now();
+        cpu.push((schedkit_linux::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) - c0) as f64 / 1e6);
         assert!(undone.iter().all(|u| u.outcome.is_ok()), "undo failed");
         moved = iso.report.moved_threads;
         setup.push((t1 - t0).as_secs_f64() * 1e3);
@@ -78,9 +82,10 @@ fn main() {
     let both: Vec<f64> = setup.iter().zip(&teardown).map(|(a, b)| a + b).collect();
     println!(
         "helper {n:5}  machine threads {total:5}  moved {moved:5}  journal entries {entries:5}  \
-         set-up ms (median min max) {}  tear-down {}  both {}",
+         set-up ms (median min max) {}  tear-down {}  both {}  both, CPU ms {}",
         stats(setup),
         stats(teardown),
-        stats(both)
+        stats(both),
+        stats(cpu)
     );
 }
