@@ -1511,10 +1511,10 @@ fn sample(
             .map(|s| s.finished_at.load(Ordering::Acquire))
             .filter(|&f| f != 0);
         let turn = sample_no + tr.slot as u64;
-        if tr.idle >= IDLE_SAMPLES && turn % IDLE_EVERY != 0 && fin_at.is_none() {
+        if tr.idle >= IDLE_SAMPLES && !turn.is_multiple_of(IDLE_EVERY) && fin_at.is_none() {
             continue;
         }
-        let refresh = turn % refresh_every == 0;
+        let refresh = turn.is_multiple_of(refresh_every);
         let st = read_thread(roots, tr, refresh, buf);
         // Times scheduled in since the last sample (schedstat), for the pieces.
         let mut slices = None;

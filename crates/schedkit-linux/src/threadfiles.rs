@@ -47,7 +47,7 @@ impl ThreadFiles {
         })
     }
 
-    fn file<'a>(slot: &'a mut Option<File>, path: std::path::PathBuf) -> Option<&'a File> {
+    fn file(slot: &mut Option<File>, path: std::path::PathBuf) -> Option<&File> {
         if slot.is_none() {
             *slot = File::open(path).ok();
         }
