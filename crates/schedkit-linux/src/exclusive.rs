@@ -18,8 +18,8 @@
 
 use crate::affinity::{self, CpuSet};
 use crate::irq::{self, Refusal};
-use crate::journal::Journal;
-use crate::procfs::{self, ThreadStat};
+use crate::journal::{Entry, Journal};
+use crate::procfs;
 use crate::topo::Topology;
 use crate::{Error, Result, Roots};
 use serde::Serialize;
@@ -116,6 +116,8 @@ pub struct Isolation {
     exempt: HashSet<i32>,
     /// (tid, starttime) already looked at.
     seen: HashSet<(i32, u64)>,
+    /// TIDs already looked at (a cheap first test; `seen` tells a reused TID apart).
+    seen_tids: HashSet<i32>,
     kept_seen: HashSet<i32>,
     /// The affinity each moved process had before (its first moved thread's): a thread or
     /// child born after the move inherits the system CPUs, and must be given back this, not
@@ -155,9 +157,10 @@ impl Isolation {
             job,
             exempt: HashSet::from([std::process::id() as i32]),
             seen: HashSet::new(),
+            seen_tids: HashSet::new(),
             kept_seen: HashSet::new(),
             originals: Default::default(),
-            since: ThreadStat::read(roots, std::process::id() as i32, std::process::id() as i32)
+            since: procfs::read_stat(roots, std::process::id() as i32, std::process::id() as i32)
                 .map_or(u64::MAX, |t| t.starttime),
             move_threads: cfg.move_threads,
         })
@@ -168,7 +171,8 @@ impl Isolation {
         self.exempt.insert(pid);
     }
 
-    /// Applies IRQ moves and RT throttling, then sweeps threads.
+    /// Applies RT throttling and IRQ moves, then sweeps threads. Each step journals its
+    /// changes as one batch (one fsync) before it makes any of them.
     pub fn apply(&mut self, journal: &mut Journal, cfg: &ExclusiveConfig) -> Result<()> {
         // RT throttling.
         let rt = procfs::sysctl(&self.roots, "kernel/sched_rt_runtime_us")
@@ -180,10 +184,16 @@ impl Isolation {
         self.report.rt_runtime_us = rt;
         self.report.rt_period_us = period;
         self.report.rt_throttle = Some(cfg.rt_throttle);
+        let mut batch = Vec::new();
+        let mut changes = Vec::new();
         match cfg.rt_throttle {
             RtThrottle::Off => {
-                if rt.is_some_and(|r| r >= 0) {
-                    journal.set_sysctl("kernel/sched_rt_runtime_us", "-1")?;
+                if let Some(r) = rt.filter(|r| *r >= 0) {
+                    batch.push(Entry::Sysctl {
+                        name: "kernel/sched_rt_runtime_us".into(),
+                        old: r.to_string(),
+                    });
+                    changes.push(Change::RtOff);
                 }
             }
             RtThrottle::Keep => {
@@ -195,26 +205,30 @@ impl Isolation {
             }
         }
         if cfg.move_irqs {
-            self.move_irqs(journal)?;
+            self.plan_irqs(&mut batch, &mut changes)?;
         } else {
             self.report
                 .warnings
                 .push("IRQs not moved (needs root)".into());
         }
+        journal.record_all(batch)?;
+        for c in changes {
+            self.make(c)?;
+        }
         self.sweep(journal)
     }
 
-    fn move_irqs(&mut self, journal: &mut Journal) -> Result<()> {
-        // New IRQs get the default mask.
+    /// The IRQ moves (and the default mask for new IRQs), as journal entries and changes.
+    fn plan_irqs(&mut self, batch: &mut Vec<Entry>, changes: &mut Vec<Change>) -> Result<()> {
         let def = self.roots.proc.join("irq/default_smp_affinity");
         if let Ok(t) = crate::read_trim(&def) {
             if let Ok(m) = CpuSet::parse_mask(&t) {
                 if !m.intersection(&self.job).is_empty() {
-                    if let Err(e) = journal.write_file(&def, &self.system.to_mask(1)) {
-                        self.report
-                            .warnings
-                            .push(format!("default IRQ mask not changed: {e}"));
-                    }
+                    batch.push(Entry::File {
+                        path: def.clone(),
+                        old: t,
+                    });
+                    changes.push(Change::DefaultIrqMask(def));
                 }
             }
         }
@@ -225,100 +239,159 @@ impl Isolation {
             if cur.affinity.intersection(&self.job).is_empty() {
                 continue;
             }
-            match journal.set_irq(n, &self.system) {
-                Ok(()) => self.report.moved_irqs.push(n),
-                Err(e) => {
-                    let errno = e.errno();
-                    // The write failed: the journal entry restores the same value, harmless.
-                    self.report.refused_irqs.push(IrqRefusal {
-                        irq: n,
-                        errno,
-                        message: e.to_string(),
-                    });
-                }
-            }
+            batch.push(Entry::Irq {
+                irq: n,
+                old: cur.mask_text,
+            });
+            changes.push(Change::Irq(n));
         }
         Ok(())
     }
 
-    /// Moves threads (new since the last sweep) off the job cores.
+    /// Makes one change already journaled; a refusal is reported, not an error (the journal
+    /// entry then restores the value the kernel kept: harmless).
+    fn make(&mut self, c: Change) -> Result<()> {
+        match c {
+            Change::RtOff => procfs::set_sysctl(&self.roots, "kernel/sched_rt_runtime_us", "-1")?,
+            Change::DefaultIrqMask(def) => {
+                if let Err(e) = std::fs::write(&def, self.system.to_mask(1)) {
+                    self.report
+                        .warnings
+                        .push(format!("default IRQ mask not changed: {e}"));
+                }
+            }
+            Change::Irq(n) => match irq::set(&self.roots, n, &self.system) {
+                Ok(()) => self.report.moved_irqs.push(n),
+                Err(e) => self.report.refused_irqs.push(IrqRefusal {
+                    irq: n,
+                    errno: e.errno(),
+                    message: e.to_string(),
+                }),
+            },
+        }
+        Ok(())
+    }
+
+    /// Moves threads (new since the last sweep) off the job cores: one pass over `/proc`,
+    /// every move journaled in one batch (one fsync) before any is made.
+    ///
+    /// A thread seen by an earlier sweep costs one `sched_getaffinity` while it stays off the
+    /// job cores; its `stat` (start time, flags) is read only for a thread not seen before or
+    /// found on a job core again. (A TID reused by a new thread that stays off the job cores
+    /// is left alone: nothing to move.)
     pub fn sweep(&mut self, journal: &mut Journal) -> Result<()> {
         if !self.move_threads {
             return Ok(());
         }
+        // (pid, tid, comm, current mask, target) of the threads to move.
+        let mut moves: Vec<(i32, i32, String, CpuSet, CpuSet)> = Vec::new();
+        let mut batch = Vec::new();
         for (pid, tid) in procfs::all_threads(&self.roots) {
             if self.exempt.contains(&pid) {
-                continue;
-            }
-            let Ok(st) = ThreadStat::read(&self.roots, pid, tid) else {
-                continue;
-            };
-            if !self.seen.insert((tid, st.starttime)) {
                 continue;
             }
             let Ok(cur) = affinity::get_thread(tid) else {
                 continue;
             };
-            if cur.intersection(&self.job).is_empty() {
+            let off_job = cur.intersection(&self.job).is_empty();
+            if off_job && self.seen_tids.contains(&tid) {
+                continue;
+            }
+            let Some(st) = procfs::read_stat(&self.roots, pid, tid) else {
+                continue;
+            };
+            self.seen_tids.insert(tid);
+            if !self.seen.insert((tid, st.starttime)) {
+                continue;
+            }
+            if off_job {
                 // Born after its process (or parent) was moved: it inherited the pin.
                 // Journal what its elders had, so undo gives it the machine back too.
+                // Only user threads born while schedkit ran (a per-CPU kernel thread on the
+                // system CPU is bound there, not moved).
+                let born_since = st.starttime >= self.since && !st.is_kthread();
+                if !born_since || st.affinity_locked() || cur != self.system {
+                    continue;
+                }
                 let elder = self
                     .originals
                     .get(&pid)
                     .or_else(|| parent_of(&self.roots, pid).and_then(|pp| self.originals.get(&pp)))
                     .cloned();
-                // Only user threads born while schedkit ran (a per-CPU kernel thread on the
-                // system CPU is bound there, not moved).
-                let born_since = st.starttime >= self.since && !st.is_kthread();
-                if let Some(old) = elder.filter(|o| {
-                    born_since && !st.affinity_locked() && *o != cur && cur == self.system
-                }) {
-                    journal.record(crate::journal::Entry::Affinity {
+                if let Some(old) = elder.filter(|o| *o != cur) {
+                    batch.push(crate::journal::Entry::Affinity {
                         pid,
                         tid,
                         starttime: st.starttime,
                         old: old.clone(),
-                    })?;
+                    });
                     self.originals.entry(pid).or_insert(old);
                     self.report.inherited_threads += 1;
                 }
                 continue;
             }
-            let keep = |why: &str, me: &mut Isolation| {
-                if me.kept_seen.insert(tid) {
-                    me.report.kept_threads.push(Kept {
-                        pid,
-                        tid,
-                        comm: st.comm.clone(),
-                        reason: why.into(),
-                    });
-                }
-            };
             if st.affinity_locked() {
-                keep("kernel thread bound to its CPU (PF_NO_SETAFFINITY)", self);
+                self.keep(
+                    pid,
+                    tid,
+                    &st.comm,
+                    "kernel thread bound to its CPU (PF_NO_SETAFFINITY)",
+                );
                 continue;
             }
             let mut target = cur.difference(&self.job);
             if target.is_empty() {
                 target = self.system.clone();
             }
-            match journal.set_affinity(pid, tid, &target) {
+            batch.push(Entry::Affinity {
+                pid,
+                tid,
+                starttime: st.starttime,
+                old: cur.clone(),
+            });
+            moves.push((pid, tid, st.comm, cur, target));
+        }
+        journal.record_all(batch)?;
+        for (pid, tid, comm, cur, target) in moves {
+            match affinity::set_thread(tid, &target) {
                 Ok(()) => {
                     self.originals.entry(pid).or_insert(cur);
                     self.report.moved_threads += 1
                 }
                 Err(e) if e.errno() == Some(libc::ESRCH) => {}
-                Err(e) if e.errno() == Some(libc::EINVAL) => {
-                    keep("the kernel refused (EINVAL): per-CPU thread", self)
-                }
+                Err(e) if e.errno() == Some(libc::EINVAL) => self.keep(
+                    pid,
+                    tid,
+                    &comm,
+                    "the kernel refused (EINVAL): per-CPU thread",
+                ),
                 Err(e) if e.errno() == Some(libc::EPERM) => {
-                    keep("not permitted (EPERM): needs CAP_SYS_NICE", self)
+                    self.keep(pid, tid, &comm, "not permitted (EPERM): needs CAP_SYS_NICE")
                 }
-                Err(e) => keep(&e.to_string(), self),
+                Err(e) => self.keep(pid, tid, &comm, &e.to_string()),
             }
         }
         Ok(())
     }
+
+    /// Reports a thread left on the job cores (once).
+    fn keep(&mut self, pid: i32, tid: i32, comm: &str, why: &str) {
+        if self.kept_seen.insert(tid) {
+            self.report.kept_threads.push(Kept {
+                pid,
+                tid,
+                comm: comm.into(),
+                reason: why.into(),
+            });
+        }
+    }
+}
+
+/// A change exclusive mode makes once it is journaled.
+enum Change {
+    RtOff,
+    DefaultIrqMask(std::path::PathBuf),
+    Irq(u32),
 }
 
 /// The parent of process `pid` (`PPid:` of its status).

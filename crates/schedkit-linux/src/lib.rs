@@ -48,6 +48,7 @@ pub mod procfs;
 pub mod sched;
 pub mod spawn;
 pub mod stall;
+mod threadfiles;
 pub mod topo;
 pub mod trim;
 pub mod workload;

@@ -680,3 +680,32 @@ fn on_the_real_machine_a_good_journal_is_undone_and_planted_paths_are_refused() 
     );
     assert!(!r.ok());
 }
+
+/// A batch is journaled whole (one write, one fsync) before its changes are made, and undone
+/// like single entries.
+#[test]
+fn a_batch_of_entries_is_journaled_whole_and_undone() {
+    let d = tempfile::tempdir().unwrap();
+    let state = d.path().join("state");
+    let mut j = Journal::create(&state, &Roots::host()).unwrap();
+    let dirs: Vec<PathBuf> = (0..3).map(|i| d.path().join(format!("made-{i}"))).collect();
+    j.record_all(
+        dirs.iter()
+            .map(|p| Entry::Mkdir { path: p.clone() })
+            .collect(),
+    )
+    .unwrap();
+    // Durable before any change: the header and all three entries are in the file.
+    let text = fs::read_to_string(j.path()).unwrap();
+    assert_eq!(text.lines().count(), 4, "{text}");
+    for p in &dirs {
+        assert!(text.contains(p.to_str().unwrap()), "{text}");
+        fs::create_dir(p).unwrap();
+    }
+    // An empty batch writes nothing.
+    j.record_all(Vec::new()).unwrap();
+    assert_eq!(j.entries().len(), 3);
+    let undone = j.finish();
+    assert!(undone.iter().all(|u| u.outcome == Ok(true)), "{undone:?}");
+    assert!(dirs.iter().all(|p| !p.exists()));
+}

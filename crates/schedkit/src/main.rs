@@ -24,7 +24,13 @@ mod topo;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    cli::main()
+    let code = cli::main();
+    // A journal dropped on an error path (not finished) undid what it could: what it could
+    // not is said here, by the binary.
+    for w in schedkit_linux::journal::take_drop_warnings() {
+        eprintln!("schedkit: warning: {w}");
+    }
+    code
 }
 
 /// The path that re-runs this very binary for the experiments' helper processes (spinners,

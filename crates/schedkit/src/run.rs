@@ -85,9 +85,15 @@ pub struct RunArgs {
     /// exits.
     #[arg(long, value_name = "DURATION")]
     pub horizon: Option<String>,
-    /// Sampling period of the threads (at most 10ms).
+    /// Sampling period of the threads: the shortest, which `--sample-budget` may lengthen
+    /// (the SPEC bounds lag sampling at 10ms; up to 1s is accepted and said in the report).
     #[arg(long, default_value = "10ms", value_name = "DURATION")]
     pub sample: String,
+    /// The sampler's CPU budget in percent of one core: sampling slows down (up to ten
+    /// times `--sample`, at least 100ms, at most 1s) while it would cost more, and the
+    /// report says so; `off`: sample every `--sample` whatever it costs.
+    #[arg(long, default_value = "2", value_name = "PERCENT|off")]
+    pub sample_budget: String,
     /// Do not open perf counters.
     #[arg(long)]
     pub no_perf: bool,
@@ -167,9 +173,20 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     }
     let oneshot = one::command_plan(&a, &request)?;
     let sample = Nanos::parse(&a.sample).map_err(|m| bad(format!("--sample: {m}")))?;
-    if sample.0 == 0 || sample > Nanos::from_ms(10) {
-        return Err(bad("--sample: must be between 1ns and 10ms"));
+    if sample.0 == 0 || sample > Nanos::from_secs(1) {
+        return Err(bad("--sample: must be between 1ns and 1s"));
     }
+    let sample_budget = match a.sample_budget.as_str() {
+        "off" => None,
+        b => match b.trim_end_matches('%').parse::<f64>() {
+            Ok(p) if p > 0.0 && p <= 100.0 => Some(p / 100.0),
+            _ => {
+                return Err(bad(format!(
+                    "--sample-budget: `{b}` is not a percentage in (0, 100] or `off`"
+                )))
+            }
+        },
+    };
     let horizon = a
         .horizon
         .as_deref()
@@ -282,6 +299,9 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
         command_line: std::env::args().collect::<Vec<_>>().join(" "),
     };
     opts.sample = std::time::Duration::from_nanos(sample.0);
+    opts.sample_budget = sample_budget;
+    opts.max_sample =
+        std::time::Duration::from_nanos((sample.0 * 10).clamp(100_000_000, 1_000_000_000));
     opts.perf = !a.no_perf;
     opts.allow_degraded = a.allow_degraded;
     let bounded = a.command.is_empty() || horizon.is_some();
@@ -547,6 +567,8 @@ pub fn linux_json(o: &RunOutcome) -> serde_json::Value {
         })).collect::<Vec<_>>(),
         "exclusive": o.exclusive,
         "fair": o.fair,
+        "sampler": o.sampler,
+        "schedkit_cpu_ns": o.frame.schedkit_cpu_ns,
         "warnings": o.warnings,
         "interrupted": o.interrupted,
         "restored": o.undone.iter().filter(|u| u.outcome == Ok(true)).count(),

@@ -217,6 +217,15 @@ fn bad_input_exits_2_and_changes_nothing() {
             vec!["run", "/nonexistent/scenario.toml"],
             "cannot read scenario",
         ),
+        (
+            vec!["run", "--sample-budget", "0", "--", "true"],
+            "--sample-budget",
+        ),
+        (
+            vec!["run", "--sample-budget", "lots", "--", "true"],
+            "--sample-budget",
+        ),
+        (vec!["run", "--sample", "2s", "--", "true"], "--sample"),
     ];
     for (args, needle) in cases {
         let out = schedkit(&args, &state);
