@@ -496,6 +496,14 @@ impl<'a> Locator<'a> {
         }
     }
 
+    /// Byte offset where 1-based `line` starts (the text's end past the last line).
+    pub(crate) fn line_offset(&self, line: usize) -> usize {
+        self.line_starts
+            .get(line.saturating_sub(1))
+            .copied()
+            .unwrap_or(self.text.len())
+    }
+
     pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
         let mut offset = offset.min(self.text.len());
         while !self.text.is_char_boundary(offset) {

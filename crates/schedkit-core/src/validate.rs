@@ -102,7 +102,7 @@ impl Finder<'_> {
         message: String,
     ) -> Diagnostic {
         if let Some(loc) = &self.loc {
-            if let Some(span) = value_span(loc.text, entry_line, key) {
+            if let Some(span) = value_span(loc, entry_line, key) {
                 let error = loc.err(span.clone(), field, message);
                 return Diagnostic {
                     error,
@@ -116,23 +116,22 @@ impl Finder<'_> {
     /// The value's text as written (`"8m"`), if found.
     fn written(&self, entry_line: usize, key: &str) -> Option<&str> {
         let loc = self.loc.as_ref()?;
-        value_span(loc.text, entry_line, key).map(|r| &loc.text[r])
+        value_span(loc, entry_line, key).map(|r| &loc.text[r])
     }
 }
 
 /// The byte span of the value of `key` in the table that starts at line `entry_line` (its
-/// header, or its first line): the lines up to the next `[header]`.
-fn value_span(text: &str, entry_line: usize, key: &str) -> Option<Range<usize>> {
-    let mut offset = 0;
-    for (i, line) in text.split_inclusive('\n').enumerate() {
+/// header, or its first line): the lines up to the next `[header]`. Starts at the entry's
+/// line (no scan from the top: a warning per process of a huge file stays linear).
+fn value_span(loc: &Locator, entry_line: usize, key: &str) -> Option<Range<usize>> {
+    let entry_line = entry_line.max(1);
+    let mut offset = loc.line_offset(entry_line);
+    for (i, line) in loc.text[offset..].split_inclusive('\n').enumerate() {
         let start = offset;
         offset += line.len();
-        if i + 1 < entry_line.max(1) {
-            continue;
-        }
         let trimmed = line.trim_start();
         if trimmed.starts_with('[') && !trimmed.starts_with("[ ") {
-            if i + 1 == entry_line {
+            if i == 0 {
                 continue; // the entry's own header
             }
             return None;
