@@ -136,7 +136,11 @@ pub const SIM: &[PolicyName] = &names::<{ sim_count() }>(true);
 /// prints, and (with `sim_only`) the one in `sim --help` and `compare --help`.
 pub fn table(sim_only: bool) -> String {
     let rows: Vec<&PolicyInfo> = POLICIES.iter().filter(|i| !sim_only || i.sim).collect();
-    let w = rows.iter().map(|i| i.name.as_str().len()).max().unwrap_or(0);
+    let w = rows
+        .iter()
+        .map(|i| i.name.as_str().len())
+        .max()
+        .unwrap_or(0);
     let mut out = String::new();
     for i in rows {
         if sim_only {

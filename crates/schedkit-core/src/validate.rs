@@ -186,6 +186,28 @@ fn header_line(text: &str, name: &str) -> Option<usize> {
 }
 
 impl Scenario {
+    /// `error` (made without the text, e.g. by the simulator's event budget) pointed at its
+    /// field in the text when the field is a top-level key or a key of `[policy]` or `[run]`
+    /// written there (`cores`, `policy.quantum`, `run.horizon`); unchanged otherwise.
+    pub fn locate(&self, text: &str, error: ScenarioError) -> Diagnostic {
+        let loc = Locator::new(&self.file, text);
+        let (line, key) = match error.field.split_once('.') {
+            Some((table @ ("policy" | "run"), key)) => (header_line(text, table), key),
+            None => (Some(1), error.field.as_str()),
+            Some(_) => (None, ""),
+        };
+        match line.and_then(|l| value_span(&loc, l, key)) {
+            Some(span) if error.line == 0 => {
+                let field = error.field.clone();
+                Diagnostic {
+                    error: loc.err(span.clone(), &field, error.message),
+                    span: Some(span),
+                }
+            }
+            _ => error.into(),
+        }
+    }
+
     /// Checks that the scenario can run (see the module docs): an error for no work at all,
     /// and for work that cannot start before the horizon; warnings for durations more than
     /// [`FAR_BEYOND_HORIZON`] times the horizon. With the scenario's `text`, each problem
@@ -253,10 +275,7 @@ impl Scenario {
                 line,
                 key,
                 field,
-                format!(
-                    "{what} {d} is {}x {horizon_is}{hint}",
-                    d.0 / h.0.max(1)
-                ),
+                format!("{what} {d} is {}x {horizon_is}{hint}", d.0 / h.0.max(1)),
             ));
         };
         for p in &self.processes {
@@ -266,7 +285,13 @@ impl Scenario {
             for ph in p.pattern.iter().flatten() {
                 let (Phase::Run(d) | Phase::Sleep(d)) = *ph;
                 if far(d) {
-                    warn(p.line, "pattern", "process.pattern", "a pattern phase of", d);
+                    warn(
+                        p.line,
+                        "pattern",
+                        "process.pattern",
+                        "a pattern phase of",
+                        d,
+                    );
                     break;
                 }
             }
@@ -308,7 +333,9 @@ mod tests {
     use super::*;
 
     fn check(text: &str) -> Result<Vec<Diagnostic>, Diagnostic> {
-        Scenario::parse("t.toml", text).unwrap().runnable(Some(text))
+        Scenario::parse("t.toml", text)
+            .unwrap()
+            .runnable(Some(text))
     }
 
     #[test]
@@ -341,7 +368,10 @@ mod tests {
             "[run]\nhorizon = \"40ms\"\n[[process]]\nname = \"a\"\nburst = \"8m\"\n[[process]]\nname = \"b\"\nburst = \"8ms\"\n";
         let w = check(text).unwrap();
         assert_eq!(w.len(), 1);
-        assert_eq!((w[0].error.line, w[0].error.field.as_str()), (5, "process.burst"));
+        assert_eq!(
+            (w[0].error.line, w[0].error.field.as_str()),
+            (5, "process.burst")
+        );
         assert!(w[0].error.message.contains("minutes"), "{}", w[0]);
         assert_eq!(&text[w[0].span.clone().unwrap()], "\"8m\"");
         let text = "[policy]\nname = \"rr\"\nquantum = \"1s\"\n[run]\nhorizon = \"10ms\"\n[[process]]\nname = \"a\"\n";
@@ -351,12 +381,30 @@ mod tests {
 
     #[test]
     fn unknown_keys_and_names_get_a_suggestion() {
-        let e = Scenario::parse("t.toml", "[[process]]\nname = \"a\"\nbrust = \"8ms\"\n").unwrap_err();
+        let e =
+            Scenario::parse("t.toml", "[[process]]\nname = \"a\"\nbrust = \"8ms\"\n").unwrap_err();
         assert!(e.message.contains("did you mean `burst`?"), "{e}");
         let e = Scenario::parse("t.toml", "[policy]\nname = \"eevfd\"\n").unwrap_err();
         assert!(e.message.contains("did you mean \"eevdf\"?"), "{e}");
         let e = Scenario::parse("t.toml", "[[process]]\nname = \"a\"\nxyzzy = 1\n").unwrap_err();
         assert!(!e.message.contains("did you mean"), "{e}");
+    }
+
+    #[test]
+    fn errors_made_without_the_text_are_located_in_it() {
+        let text =
+            "cores = 4\n[policy]\nname = \"rr\"\nquantum = \"1ns\"\n[[process]]\nname = \"a\"\n";
+        let s = Scenario::parse("t.toml", text).unwrap();
+        for (field, line) in [("policy.quantum", 4), ("cores", 1), ("run.horizon", 0)] {
+            let e = ScenarioError {
+                file: "t.toml".into(),
+                line: 0,
+                column: 0,
+                field: field.into(),
+                message: "m".into(),
+            };
+            assert_eq!(s.locate(text, e).error.line, line, "{field}");
+        }
     }
 
     #[test]

@@ -225,7 +225,9 @@ pub fn estimate(s: &Scenario) -> Estimate {
     let mut task_events = 0.0;
     let mut worst: Option<(&str, f64)> = None;
     for t in &s.tasks {
-        let jobs = ((h - t.offset.0 as f64) / t.period.0.max(1) as f64).ceil().max(1.0);
+        let jobs = ((h - t.offset.0 as f64) / t.period.0.max(1) as f64)
+            .ceil()
+            .max(1.0);
         let per_job: f64 = t
             .regions
             .iter()
@@ -317,8 +319,11 @@ mod tests {
         let e = est(&tiny);
         assert!(e.events > 1e9, "{e:?}");
         assert!(e.drivers[0].keys.contains(&"policy.quantum"));
-        let err = check(&Scenario::parse("t.toml", &tiny).unwrap(), DEFAULT_MAX_EVENTS)
-            .unwrap_err();
+        let err = check(
+            &Scenario::parse("t.toml", &tiny).unwrap(),
+            DEFAULT_MAX_EVENTS,
+        )
+        .unwrap_err();
         assert_eq!(err.field, "policy.quantum");
         assert!(err.message.contains("--max-events"), "{err}");
     }

@@ -195,10 +195,11 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
         }
         return crate::sweep::run(&a.file, &a.sweep, a.report.json);
     }
-    let scenario = crate::simcmd::load(&a.file, &a.overrides)?;
+    let loaded = crate::simcmd::load(&a.file, &a.overrides)?;
+    let scenario = &loaded.scenario;
     let keep_trace = a.gantt.is_some() || a.trace.is_some();
     let (report, trace, stats) =
-        crate::simcmd::simulate(&scenario, a.overrides.max_events, keep_trace)?;
+        crate::simcmd::simulate(&loaded, a.overrides.max_events, keep_trace)?;
     output::emit(&report, &a.report)?;
     // The dispatcher's own counters (PAWS and WS steals, ...) after the shared table.
     if !a.report.json && !a.report.csv && !stats.policy_counters.is_empty() {
@@ -225,7 +226,12 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
 /// `schedkit policies`: the one list of the library, one line each.
 fn policies(a: PoliciesArgs) -> Result<(), Failure> {
     if !a.sim {
-        println!("{:12}  {:25}  what it does", "policy", "engines");
+        let w = schedkit_core::policies::POLICIES
+            .iter()
+            .map(|p| p.name.as_str().len())
+            .max()
+            .unwrap_or(0);
+        println!("{:w$}  {:25}  what it does", "policy", "engines");
     }
     print!("{}", schedkit_core::policies::table(a.sim));
     Ok(())

@@ -25,10 +25,12 @@ pub struct CompareArgs {
 
 pub fn compare(a: CompareArgs) -> Result<(), Failure> {
     let policies = parse_policies(&a.policies)?;
-    let scenario = crate::simcmd::load(&a.file, &Default::default())?;
+    let loaded = crate::simcmd::load(&a.file, &Default::default())?;
+    let scenario = loaded.scenario;
     for p in &policies {
         let s = scenario.with_policy(p.as_str())?;
-        crate::simcmd::check_budget(&s, schedkit_sim::budget::DEFAULT_MAX_EVENTS)?;
+        let max = schedkit_sim::budget::DEFAULT_MAX_EVENTS;
+        crate::simcmd::check_budget(&s, &loaded.text, max)?;
     }
     let reports = run_all(&scenario, &policies, &Bar::plain())?;
     if a.json {

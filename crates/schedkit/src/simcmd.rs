@@ -9,7 +9,7 @@ use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
 use clap::Args;
 use schedkit_core::scenario::{Diagnostic, Scenario, ScenarioError};
 use schedkit_core::Nanos;
-use schedkit_sim::budget::{self, DEFAULT_MAX_EVENTS};
+use schedkit_sim::budget;
 use std::io::IsTerminal;
 use std::path::Path;
 
@@ -40,7 +40,10 @@ pub struct SimOverrides {
 impl SimOverrides {
     /// Whether any of the scenario overrides is given (not the budget).
     pub fn any(&self) -> bool {
-        self.policy.is_some() || self.cores.is_some() || self.horizon.is_some() || self.seed.is_some()
+        self.policy.is_some()
+            || self.cores.is_some()
+            || self.horizon.is_some()
+            || self.seed.is_some()
     }
 }
 
@@ -69,7 +72,9 @@ fn render(d: &Diagnostic, text: Option<&str>, level: Level<'_>) -> String {
         .map_or(text.len(), |i| span.start + i);
     let line = &text[line_start..line_end];
     let start = span.start - line_start;
-    let end = (span.end.min(line_end) - line_start).max(start + 1).min(line.len());
+    let end = (span.end.min(line_end) - line_start)
+        .max(start + 1)
+        .min(line.len());
     if start >= end {
         return head;
     }
@@ -77,15 +82,25 @@ fn render(d: &Diagnostic, text: Option<&str>, level: Level<'_>) -> String {
         Snippet::source(line)
             .line_start(d.error.line.max(1))
             .path(d.error.file.as_str())
-            .annotation(AnnotationKind::Primary.span(start..end).label(&d.error.field)),
+            .annotation(
+                AnnotationKind::Primary
+                    .span(start..end)
+                    .label(&d.error.field),
+            ),
     )];
     let snippet = Renderer::plain().render(report);
     format!("{head}\n{snippet}")
 }
 
+/// A scenario read for a run, and its text (where the budget's refusal points).
+pub struct Loaded {
+    pub scenario: Scenario,
+    pub text: String,
+}
+
 /// Reads a scenario for a run: parse errors and runnability errors (no work, work after
 /// the horizon) as input failures with a caret; warnings printed on stderr.
-pub fn load(path: &Path, overrides: &SimOverrides) -> Result<Scenario, Failure> {
+pub fn load(path: &Path, overrides: &SimOverrides) -> Result<Loaded, Failure> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| {
         bad_input(
@@ -120,16 +135,20 @@ pub fn load(path: &Path, overrides: &SimOverrides) -> Result<Scenario, Failure> 
         .runnable(Some(&text))
         .map_err(|d| bad_input(&d, Some(&text)))?;
     for w in &warnings {
-        eprintln!("schedkit: warning: {}", render(w, Some(&text), Level::WARNING));
+        eprintln!(
+            "schedkit: warning: {}",
+            render(w, Some(&text), Level::WARNING)
+        );
     }
-    Ok(scenario)
+    Ok(Loaded { scenario, text })
 }
 
-/// Refuses (exit 2) a scenario whose estimated work exceeds `max_events`, naming the keys.
-pub fn check_budget(s: &Scenario, max_events: u64) -> Result<(), Failure> {
+/// Refuses (exit 2) a scenario whose estimated work exceeds `max_events`, naming the keys
+/// (and, where the largest term's key is written in `text`, its line with a caret).
+pub fn check_budget(s: &Scenario, text: &str, max_events: u64) -> Result<(), Failure> {
     budget::check(s, max_events)
         .map(|_| ())
-        .map_err(|e| bad_input(&e.into(), None))
+        .map_err(|e| bad_input(&s.locate(text, e), Some(text)))
 }
 
 /// The progress bar and Ctrl-C of a simulation. The bar is drawn only on a terminal, and only
@@ -160,7 +179,7 @@ impl schedkit_sim::Watch for Watcher {
 /// Simulates `loaded` after the budget check, showing progress when stderr is a terminal; a
 /// Ctrl-C stops it with exit status 130 and nothing written.
 pub fn simulate(
-    s: &Scenario,
+    loaded: &Loaded,
     max_events: u64,
     keep_trace: bool,
 ) -> Result<
@@ -171,7 +190,8 @@ pub fn simulate(
     ),
     Failure,
 > {
-    check_budget(s, max_events)?;
+    let s = &loaded.scenario;
+    check_budget(s, &loaded.text, max_events)?;
     schedkit_linux::engine::install_signal_handlers();
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(s.horizon.0 / 1_000_000),
@@ -211,6 +231,9 @@ mod tests {
 
     #[test]
     fn the_help_text_of_the_budget_is_the_budget() {
-        assert_eq!(DEFAULT_MAX_EVENTS_TEXT.parse::<u64>().unwrap(), DEFAULT_MAX_EVENTS);
+        assert_eq!(
+            DEFAULT_MAX_EVENTS_TEXT.parse::<u64>().unwrap(),
+            budget::DEFAULT_MAX_EVENTS
+        );
     }
 }

@@ -27,7 +27,11 @@ fn tomls(dir: &std::path::Path, base: &str, out: &mut Vec<String>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let path = e.unwrap().path();
         let name = path.file_name().unwrap().to_str().unwrap().to_string();
-        let rel = if base.is_empty() { name } else { format!("{base}/{name}") };
+        let rel = if base.is_empty() {
+            name
+        } else {
+            format!("{base}/{name}")
+        };
         if path.is_dir() {
             tomls(&path, &rel, out);
         } else if rel.ends_with(".toml") {
@@ -42,11 +46,17 @@ fn every_example_is_mapped_and_runs_where_the_map_says() {
     let mut files = Vec::new();
     tomls(&root().join("examples"), "", &mut files);
     for f in &files {
-        assert!(map.iter().any(|(m, _)| m == f), "{f} is not in examples/README.md");
+        assert!(
+            map.iter().any(|(m, _)| m == f),
+            "{f} is not in examples/README.md"
+        );
     }
     for (file, engines) in &map {
         let path = format!("examples/{file}");
-        assert!(files.contains(file), "examples/README.md names {file}, which does not exist");
+        assert!(
+            files.contains(file),
+            "examples/README.md names {file}, which does not exist"
+        );
         let s = Scenario::load(&root().join(&path)).unwrap();
         let by_sim = engines.starts_with("both") || engines.starts_with("sim");
         let by_run = engines.starts_with("both") || engines.contains("run");
@@ -58,7 +68,11 @@ fn every_example_is_mapped_and_runs_where_the_map_says() {
             assert_eq!(out.status.success(), by_sim, "{file} ({engines}): {err}");
         }
         let policy = info(s.policy.name);
-        assert_eq!(by_sim, policy.sim, "{file}: {engines} but {}", s.policy.name);
+        assert_eq!(
+            by_sim, policy.sim,
+            "{file}: {engines} but {}",
+            s.policy.name
+        );
         if by_run {
             let want = if s.tasks.is_empty() {
                 RealEngine::Processes

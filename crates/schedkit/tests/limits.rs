@@ -98,7 +98,10 @@ fn max_events_moves_the_budget() {
 fn a_scenario_without_work_is_an_error() {
     for text in ["", "cores = 2\n[policy]\nname = \"cfs\"\n"] {
         let err = refused(text, &[]);
-        assert!(err.contains("s.toml:1:1: `process`: nothing to run"), "{err}");
+        assert!(
+            err.contains("s.toml:1:1: `process`: nothing to run"),
+            "{err}"
+        );
     }
     // The sweep's base file says what it is for.
     let out = schedkit(&["sim", "examples/realtime/sweep.toml"]);
@@ -186,13 +189,71 @@ fn policy_cores_horizon_and_seed_override_the_file() {
     // Checked as the file's keys: the same fields and messages.
     let text = "cores = 2\n[[process]]\nname = \"a\"\ncpus = [1]\n";
     let err = refused(text, &["--cores", "1"]);
-    assert!(err.contains("`cores`") && err.contains("process \"a\""), "{err}");
+    assert!(
+        err.contains("s.toml: cores: process \"a\" (line 2)"),
+        "{err}"
+    );
     let err = refused(text, &["--cores", "0"]);
     assert!(err.contains("between 1 and 1048576"), "{err}");
     let err = refused(text, &["--policy", "fifo"]);
-    assert!(err.contains("`policy.name`") && err.contains("unknown policy"), "{err}");
+    assert!(err.contains("policy.name: unknown policy"), "{err}");
     let err = refused(text, &["--horizon", "0ms"]);
-    assert!(err.contains("`run.horizon`"), "{err}");
+    assert!(
+        err.contains("run.horizon: must be greater than zero"),
+        "{err}"
+    );
     let err = refused(text, &["--horizon", "8"]);
     assert!(err.contains("--horizon"), "{err}");
+}
+
+/// Whether `pid` has a handler for SIGINT (bit 1 of `SigCgt` in /proc/PID/status).
+fn catches_sigint(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let mask = s
+                .lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))?
+                .trim()
+                .to_string();
+            u64::from_str_radix(&mask, 16).ok()
+        })
+        .is_some_and(|m| m & (1 << (libc::SIGINT - 1)) != 0)
+}
+
+#[test]
+fn ctrl_c_stops_a_long_simulation_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    // About 10^11 slice ends: hours, so it is still running when interrupted.
+    let file = write(
+        dir.path(),
+        "long.toml",
+        "[policy]\nname = \"rr\"\nquantum = \"1us\"\n[run]\nhorizon = \"100000s\"\n[[process]]\nname = \"a\"\n[[process]]\nname = \"b\"\n",
+    );
+    let gantt = dir.path().join("long.svg");
+    let mut child = std::process::Command::new(common::BIN)
+        .args(["sim", &file, "--max-events", "1000000000000"])
+        .arg("--gantt")
+        .arg(&gantt)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt once the simulation has its handler (not before: the default action kills).
+    while !catches_sigint(child.id()) {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "ended before it was interrupted"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(
+        err.contains("interrupted at") && err.contains("nothing written"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty() && !gantt.exists());
 }

@@ -70,11 +70,22 @@ fn policies_prints_each_policy_what_it_does_and_its_engines() {
             .iter()
             .find(|l| l.split_whitespace().next() == Some(p.name.as_str()))
             .unwrap_or_else(|| panic!("{} missing: {out}", p.name));
-        assert!(line.contains(p.engines()) && line.contains(p.about), "{line}");
+        assert!(
+            line.contains(p.engines()) && line.contains(p.about),
+            "{line}"
+        );
     }
-    let sched_deadline = lines.iter().find(|l| l.starts_with("sched-deadline")).unwrap();
-    assert!(sched_deadline.contains("run ([[task]] files)"), "{sched_deadline}");
-    assert!(lines.iter().any(|l| l.starts_with("sjf ") && l.contains(" sim ")));
+    let sched_deadline = lines
+        .iter()
+        .find(|l| l.starts_with("sched-deadline"))
+        .unwrap();
+    assert!(
+        sched_deadline.contains("run ([[task]] files)"),
+        "{sched_deadline}"
+    );
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("sjf ") && l.contains(" sim ")));
     assert_eq!(
         stdout_of(&["policies", "--sim"]).lines().count(),
         POLICIES.iter().filter(|p| p.sim).count()
@@ -152,12 +163,18 @@ fn man_pages_for_schedkit_and_every_subcommand() {
         let page = std::fs::read_to_string(out_dir.join(format!("schedkit-{sub}.1")))
             .unwrap_or_else(|e| panic!("schedkit-{sub}.1: {e}"));
         assert!(page.contains(".TH"), "schedkit-{sub}.1");
-        assert!(page.contains("Examples"), "schedkit-{sub}.1 has no examples");
+        assert!(
+            page.contains("Examples"),
+            "schedkit-{sub}.1 has no examples"
+        );
     }
     // Nested subcommands get their own pages.
     assert!(out_dir.join("schedkit-experiment-gang.1").exists());
     assert!(out_dir.join("schedkit-ctl-set-weight.1").exists());
     // The policies are in the sim page, from the same list.
     let sim = std::fs::read_to_string(out_dir.join("schedkit-sim.1")).unwrap();
-    assert!(sim.contains("eevdf") && sim.contains("max\\-events"), "{sim}");
+    assert!(
+        sim.contains("eevdf") && sim.contains("max\\-events"),
+        "{sim}"
+    );
 }
