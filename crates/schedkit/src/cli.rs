@@ -212,7 +212,7 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
     }
     if let Some(trace) = trace {
         output::write_trace_outputs(
-            &scenario,
+            scenario,
             &report,
             &trace,
             stats.end,
