@@ -275,7 +275,11 @@ impl Scenario {
                 line,
                 key,
                 field,
-                format!("{what} {d} is {}x {horizon_is}{hint}", d.0 / h.0.max(1)),
+                format!(
+                    "{what} {d} is {}x run.horizon = {h}: it cannot be done before the \
+                     simulation stops{hint}",
+                    d.0 / h.0.max(1)
+                ),
             ));
         };
         for p in &self.processes {
