@@ -65,7 +65,7 @@ pub fn restore() -> String {
 pub const CTL: &str = "\
 Examples (beside a running `schedkit run examples/fair/tenants-1-2.toml`):
   $ schedkit ctl status
-  $ schedkit ctl set-weight a 300
+  $ schedkit ctl set-weight vm2 300
   $ schedkit ctl --pid 4242 status --json
 
 `set-weight GROUP WEIGHT`: GROUP is a `[[group]]` name of the running scenario, WEIGHT its new
