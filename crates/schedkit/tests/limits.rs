@@ -257,3 +257,26 @@ fn ctrl_c_stops_a_long_simulation_cleanly() {
     );
     assert!(out.stdout.is_empty() && !gantt.exists());
 }
+
+#[test]
+fn compare_checks_the_file_and_the_budget_of_each_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    // A 1 ns quantum costs nothing under fcfs and sjf, and would never finish under rr.
+    let file = write(
+        dir.path(),
+        "q.toml",
+        "[policy]\nname = \"fcfs\"\nquantum = \"1ns\"\n[[process]]\nname = \"a\"\nburst = \"1s\"\n",
+    );
+    let out = schedkit(&["compare", &file, "--policies", "fcfs,sjf"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = schedkit(&["compare", &file, "--policies", "fcfs,rr"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("q.toml:3:11: `policy.quantum`") && err.contains("--max-events"),
+        "{err}"
+    );
+    let empty = write(dir.path(), "empty.toml", "");
+    let out = schedkit(&["compare", &empty, "--policies", "fcfs"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
