@@ -17,7 +17,7 @@ use std::path::Path;
 pub const DEFAULT_MAX_EVENTS_TEXT: &str = "100000000";
 
 /// `sim`'s overrides of the file and its event budget.
-#[derive(Args, Clone, Default)]
+#[derive(Args, Clone)]
 pub struct SimOverrides {
     /// Simulate under this policy instead of the file's `[policy] name` (its other `[policy]`
     /// keys kept). The policies are listed below.
@@ -35,6 +35,19 @@ pub struct SimOverrides {
     /// Refuse a scenario estimated to need more simulation steps than this (see below).
     #[arg(long, value_name = "N", default_value = DEFAULT_MAX_EVENTS_TEXT)]
     pub max_events: u64,
+}
+
+/// No overrides, the default budget (what `compare` reads a file with).
+impl Default for SimOverrides {
+    fn default() -> SimOverrides {
+        SimOverrides {
+            policy: None,
+            cores: None,
+            horizon: None,
+            seed: None,
+            max_events: budget::DEFAULT_MAX_EVENTS,
+        }
+    }
 }
 
 impl SimOverrides {
