@@ -12,10 +12,15 @@ use crate::time::Nanos;
 /// One thread as a controller sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadView {
-    /// Engine identifier (simulator slot, or kernel TID for real runs).
+    /// Engine handle, for actions only (simulator slot, or kernel TID for real runs). Slots
+    /// are reused and TIDs are the kernel's, so neither orders threads the same way in both
+    /// engines: controllers order and break ties by [`ThreadView::key`], never by `id`.
     pub id: u64,
     /// Scenario process index.
     pub process: usize,
+    /// The thread's number within its process: the scenario's thread number for threads the
+    /// engine starts itself, the order of first sighting (then TID) for a command's threads.
+    pub index: usize,
     pub group: Option<usize>,
     /// The core it runs on, or the core whose queue holds it (last core it ran on).
     pub core: Option<usize>,
@@ -29,10 +34,21 @@ pub struct ThreadView {
     pub cpu: Nanos,
 }
 
+impl ThreadView {
+    /// The thread's identity in both engines: (scenario process, thread number). Controllers
+    /// order threads by it, so the simulator and `schedkit run` make the same decision from
+    /// the same snapshot whatever slots or TIDs the threads have.
+    pub fn key(&self) -> (usize, usize) {
+        (self.process, self.index)
+    }
+}
+
 /// What a controller sees each period.
 pub struct Snapshot<'a> {
     pub now: Nanos,
     pub cores: usize,
+    /// Live threads, sorted by [`ThreadView::key`] (both engines sort before every tick, so
+    /// a controller that walks or sums the slice in order sees the same order in each).
     pub threads: &'a [ThreadView],
     /// Current group weights (index = scenario group).
     pub group_weights: &'a [u64],
@@ -54,6 +70,51 @@ pub enum Action {
     Resume { process: usize },
 }
 
+/// What an [`Action`] does, without its operands: what a controller declares it may push,
+/// and what an engine declares it can apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ActionKind {
+    SetWeight,
+    Migrate,
+    SetGroupWeight,
+    Stop,
+    Resume,
+}
+
+impl ActionKind {
+    /// Every kind (the simulator applies them all).
+    pub const ALL: &'static [ActionKind] = &[
+        ActionKind::SetWeight,
+        ActionKind::Migrate,
+        ActionKind::SetGroupWeight,
+        ActionKind::Stop,
+        ActionKind::Resume,
+    ];
+}
+
+impl Action {
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            Action::SetWeight { .. } => ActionKind::SetWeight,
+            Action::Migrate { .. } => ActionKind::Migrate,
+            Action::SetGroupWeight { .. } => ActionKind::SetGroupWeight,
+            Action::Stop { .. } => ActionKind::Stop,
+            Action::Resume { .. } => ActionKind::Resume,
+        }
+    }
+}
+
+/// The kinds `controller` may push that an engine applying only `supported` cannot: an
+/// engine refuses to build a run when this is not empty, rather than drop actions later.
+pub fn unsupported(controller: &dyn Controller, supported: &[ActionKind]) -> Vec<ActionKind> {
+    controller
+        .emits()
+        .iter()
+        .copied()
+        .filter(|k| !supported.contains(k))
+        .collect()
+}
+
 /// A periodic controller.
 ///
 /// Calling contract: both engines call it from one thread. The simulator calls `tick` at time
@@ -73,4 +134,7 @@ pub trait Controller: Send {
     /// Looks at the snapshot and pushes actions into `out` (empty on entry). Called every
     /// `period`, first at time 0. No default.
     fn tick(&mut self, snapshot: &Snapshot, out: &mut Vec<Action>);
+    /// Every kind of action `tick` may push. Asked once, when a run is built: an engine that
+    /// cannot apply one of them refuses the run ([`unsupported`]). No default.
+    fn emits(&self) -> &'static [ActionKind];
 }

@@ -140,40 +140,57 @@ pub struct RunInterval {
 }
 
 impl TraceLog {
-    /// The run intervals of the trace, in order of their start.
+    /// The run intervals of the trace, in order of their start (see [`run_intervals`]).
     pub fn intervals(&self) -> Vec<RunInterval> {
-        use std::collections::HashMap;
-        let mut owners: HashMap<Slot, Owner> = HashMap::new();
-        let mut open: HashMap<(usize, Slot), Nanos> = HashMap::new();
-        let mut out = Vec::new();
-        for e in &self.events {
-            match *e {
-                Event::Arrive { slot, owner, .. } => {
-                    owners.insert(slot, owner);
-                }
-                Event::Dispatch { t, core, slot } => {
-                    open.insert((core, slot), t);
-                }
-                Event::Deschedule { t, core, slot, .. } => {
-                    if let (Some(start), Some(owner)) =
-                        (open.remove(&(core, slot)), owners.get(&slot))
-                    {
-                        if t > start {
-                            out.push(RunInterval {
-                                core,
-                                owner: *owner,
-                                start,
-                                end: t,
-                            });
-                        }
-                    }
-                }
-                _ => {}
+        run_intervals(&self.events, None)
+    }
+}
+
+/// The run intervals of `events` (`Dispatch` to `Deschedule` of a slot on a core, owned by the
+/// slot's latest `Arrive`), in order of their start: the one place run intervals are rebuilt
+/// from events (the Gantt chart, the Chrome trace and the experiments' per-bin CPU time use
+/// it). A thread still running when the events end runs until `open_until` when it is given
+/// (a trace cut off at the end of a run) and is left out otherwise.
+pub fn run_intervals(events: &[Event], open_until: Option<Nanos>) -> Vec<RunInterval> {
+    use std::collections::HashMap;
+    let mut owners: HashMap<Slot, Owner> = HashMap::new();
+    let mut open: HashMap<(usize, Slot), Nanos> = HashMap::new();
+    let mut out = Vec::new();
+    let close = |out: &mut Vec<RunInterval>, core, owner: Option<&Owner>, start, end| {
+        if let Some(owner) = owner {
+            if end > start {
+                out.push(RunInterval {
+                    core,
+                    owner: *owner,
+                    start,
+                    end,
+                });
             }
         }
-        out.sort_by_key(|i| (i.start, i.core));
-        out
+    };
+    for e in events {
+        match *e {
+            Event::Arrive { slot, owner, .. } => {
+                owners.insert(slot, owner);
+            }
+            Event::Dispatch { t, core, slot } => {
+                open.insert((core, slot), t);
+            }
+            Event::Deschedule { t, core, slot, .. } => {
+                if let Some(start) = open.remove(&(core, slot)) {
+                    close(&mut out, core, owners.get(&slot), start, t);
+                }
+            }
+            _ => {}
+        }
     }
+    if let Some(end) = open_until {
+        for ((core, slot), start) in open {
+            close(&mut out, core, owners.get(&slot), start, end);
+        }
+    }
+    out.sort_by_key(|i| (i.start, i.core));
+    out
 }
 
 /// Feeds two sinks.

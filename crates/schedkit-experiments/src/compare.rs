@@ -199,6 +199,9 @@ pub fn render_chart(reports: &[Report]) -> String {
         Axis::new("avg turnaround", "ms"),
         names,
     );
+    for c in [&mut share, &mut wait, &mut turn] {
+        c.legend_title = Some("policy".into());
+    }
     for r in reports {
         let col = |f: &dyn Fn(&schedkit_core::report::ShareReport) -> f64| -> Vec<f64> {
             r.processes.iter().map(f).collect()

@@ -143,14 +143,10 @@ pub fn run(
     Ok(out)
 }
 
-/// The `p`-quantile (0..1) of `xs` by the nearest rank.
+/// The `p`-quantile (0..1) of `xs` by the nearest rank: the one percentile definition
+/// (`schedkit_runtime::paws::stats::percentile`, docs/metrics.md).
 pub fn quantile(xs: &mut [u64], p: f64) -> Option<f64> {
-    if xs.is_empty() {
-        return None;
-    }
-    xs.sort_unstable();
-    let i = ((p * xs.len() as f64).ceil() as usize).clamp(1, xs.len()) - 1;
-    Some(xs[i] as f64)
+    schedkit_runtime::paws::stats::percentile(xs, p * 100.0).map(|v| v as f64)
 }
 
 /// Mean turnaround of the bounded threads that finished, ms.
@@ -485,6 +481,7 @@ pub fn render_chart(rows: &[ErrorRow], models: &[PolicyName]) -> String {
                 .cloned()
                 .collect();
             let mut c = BarChart::new(title, "scenario", Axis::new(title, unit), cats.clone());
+            c.legend_title = Some("model".into());
             for m in models {
                 let pick = |s: &String| {
                     rows.iter()

@@ -4,17 +4,18 @@
 //! ([`stats`]) and fairness metrics over traces ([`metrics`]).
 //!
 //! Here: the simulator's parameter sweep ([`sweep`]), the policy comparison ([`compare`]), the
-//! simulator's benchmarks ([`bench`]) and the experiments [`gang`], [`exclusive`], [`fibers`]
-//! and [`paws`]. Those that need the real engine or
-//! helper processes get them through [`machine::Machine`], which the binary implements;
-//! progress goes through [`progress::Progress`]; nothing here prints. `experiment greedy`,
-//! `global-fairness` and `tenants` still live in the binary. The fidelity of the simulator's
-//! kernel models against real runs ([`fidelity`]) gets its real runs from the binary too.
+//! simulator's benchmarks ([`bench`]) and the experiments [`gang`], [`exclusive`], [`fibers`],
+//! [`paws`] and the fair-share experiments `greedy`, `global-fairness` and `tenants`
+//! ([`fair`]). Those that need the real engine or helper processes get them through
+//! [`machine::Machine`], which the binary implements; progress goes through
+//! [`progress::Progress`]; nothing here prints. The fidelity of the simulator's kernel models
+//! against real runs ([`fidelity`]) gets its real runs from the binary too.
 
 pub mod bench;
 pub mod compare;
 pub mod error;
 pub mod exclusive;
+pub mod fair;
 pub mod fibers;
 pub mod fidelity;
 pub mod gang;

@@ -2,11 +2,12 @@
 //! ([`cpu_bins`]), an entity's share of the job's CPU over sliding windows ([`window_shares`])
 //! and the time until a share settles in a band after a change ([`recovery`]).
 
-use schedkit_core::trace::{Event, Owner};
-use std::collections::HashMap;
+use schedkit_core::trace::{run_intervals, Event, Owner};
+use schedkit_core::Nanos;
 
 /// Per-entity CPU time per `step` bin, from a trace. `entity` maps an owner to the entity
-/// index (process, or group).
+/// index (process, or group). The run intervals are core's
+/// ([`schedkit_core::trace::run_intervals`]), a thread still running at `end` counted to it.
 pub fn cpu_bins(
     events: &[Event],
     n_entities: usize,
@@ -16,43 +17,17 @@ pub fn cpu_bins(
 ) -> Vec<Vec<u64>> {
     let nbins = end.div_ceil(step).max(1) as usize;
     let mut bins = vec![vec![0u64; nbins]; n_entities];
-    let mut owner_of: HashMap<u32, usize> = HashMap::new();
-    let mut running: HashMap<u32, u64> = HashMap::new();
-    let mut add = |k: usize, a: u64, b: u64| {
-        let mut t = a;
-        while t < b {
+    for iv in run_intervals(events, Some(Nanos(end))) {
+        let Some(k) = entity(iv.owner) else { continue };
+        let mut t = iv.start.0;
+        while t < iv.end.0 {
             let i = (t / step) as usize;
             if i >= nbins {
                 break;
             }
-            let hi = ((i as u64 + 1) * step).min(b);
+            let hi = ((i as u64 + 1) * step).min(iv.end.0);
             bins[k][i] += hi - t;
             t = hi;
-        }
-    };
-    for e in events {
-        match e {
-            Event::Arrive { slot, owner, .. } => {
-                if let Some(k) = entity(*owner) {
-                    owner_of.insert(*slot, k);
-                } else {
-                    owner_of.remove(slot);
-                }
-            }
-            Event::Dispatch { t, slot, .. } => {
-                running.insert(*slot, t.0);
-            }
-            Event::Deschedule { t, slot, .. } => {
-                if let (Some(since), Some(&k)) = (running.remove(slot), owner_of.get(slot)) {
-                    add(k, since, t.0);
-                }
-            }
-            _ => {}
-        }
-    }
-    for (slot, since) in running {
-        if let Some(&k) = owner_of.get(&slot) {
-            add(k, since, end);
         }
     }
     bins
@@ -101,7 +76,6 @@ pub fn recovery(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use schedkit_core::Nanos;
 
     #[test]
     fn bins_split_run_intervals_at_boundaries() {

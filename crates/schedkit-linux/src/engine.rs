@@ -178,7 +178,14 @@ pub struct RunOptions {
     /// Go on when the run cannot do what the scenario asks (fewer CPUs than its `cores`),
     /// saying so in the report; otherwise such a run is refused ([`Error::Degraded`]).
     pub allow_degraded: bool,
+    /// Called for each command held at its start gate (its pid, the run's journal), after
+    /// the engine placed it and before it execs: one-command mode's flags
+    /// ([`crate::oneshot::Plan::apply_before_exec`]), inherited by all it starts.
+    pub before_exec: Option<BeforeExec>,
 }
+
+/// See [`RunOptions::before_exec`].
+pub type BeforeExec = Box<dyn FnMut(i32, Option<&mut Journal>) -> Result<()>>;
 
 impl RunOptions {
     pub fn new(policy: RunPolicy) -> RunOptions {
@@ -202,6 +209,7 @@ impl RunOptions {
             },
             bounded: true,
             allow_degraded: false,
+            before_exec: None,
         }
     }
 }
@@ -858,6 +866,9 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     if let Some(f) = fair.as_ref() {
                         f.attach_command(p, pid)?;
                     }
+                    if let Some(hook) = opts.before_exec.as_mut() {
+                        hook(pid, journal.as_mut())?;
+                    }
                     let counters = opts
                         .perf
                         .then(|| CounterSet::open(source.as_mut(), Target::Inherit(pid), &kinds));
@@ -1065,6 +1076,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     .iter()
                     .map(|t| crate::freezer::RunThread {
                         process: t.process,
+                        index: t.index as usize,
                         pid: t.pid,
                         tid: t.tid,
                         builtin: t.shared.is_some(),
@@ -1128,6 +1140,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     // A frozen job cannot stop or take SIGTERM: thaw every gang first.
     if let Some(g) = gang.as_mut() {
         g.thaw_all();
+        warnings.append(&mut g.refused);
     }
     // Wind down: stop built-in threads and commands still running.
     let end = (origin.elapsed().as_nanos() as u64).max(t_prev);
@@ -1933,6 +1946,14 @@ fn set_nice(tid: i32, nice: i32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The actions the fair-share engine applies: weights (nice or cgroup), affinity, group
+/// weights. Stop/Resume are the gang engine's (the freezer).
+const FAIR_APPLIES: &[schedkit_core::control::ActionKind] = &[
+    schedkit_core::control::ActionKind::SetWeight,
+    schedkit_core::control::ActionKind::Migrate,
+    schedkit_core::control::ActionKind::SetGroupWeight,
+];
+
 impl FairRun {
     fn new(
         scenario: &Scenario,
@@ -1952,6 +1973,14 @@ impl FairRun {
                         scenario.file
                     ))
                 })?;
+                // Refuse now what `tick_controller` could not apply later.
+                let missing = schedkit_core::control::unsupported(c.as_ref(), FAIR_APPLIES);
+                if !missing.is_empty() {
+                    return Err(Error::Input(format!(
+                        "{}: policy.name: `{name}`'s controller may ask for {missing:?}, which the fair-share engine cannot apply",
+                        scenario.file
+                    )));
+                }
                 (*name, period.0.max(1_000_000), Some(c))
             }
             _ => (
@@ -2292,6 +2321,7 @@ impl FairRun {
             self.views.push(schedkit_core::control::ThreadView {
                 id: tr.tid as u64,
                 process: tr.process,
+                index: tr.index as usize,
                 group: sp.group,
                 core: (tr.last.tid != 0).then_some(tr.last.cpu),
                 weight: self.weight.get(&tr.tid).copied().unwrap_or(sp.weight),
@@ -2302,6 +2332,10 @@ impl FairRun {
             // Threads seen for the first time keep the nice their placement gave them.
             self.nice.entry(tr.tid).or_insert(sp.nice);
         }
+        // Tracks go in order of first sighting across processes; the controller contract
+        // promises the engine-independent (process, thread number) order.
+        self.views
+            .sort_unstable_by_key(schedkit_core::control::ThreadView::key);
         self.max_threads = self.max_threads.max(self.views.len());
         if self.pin_first_seen {
             self.place_new_threads(scenario, cores, tracks, by_tid, journal);
@@ -2382,7 +2416,14 @@ impl FairRun {
                         warnings.push(format!("group weight not set: {e}"));
                     }
                 }
-                Action::Stop { .. } | Action::Resume { .. } => {}
+                // Refused when the run was built (FAIR_APPLIES); a controller that pushes one
+                // anyway breaks its own `emits` contract, and the run says so.
+                Action::Stop { .. } | Action::Resume { .. } => {
+                    warnings.push(format!(
+                        "{}: refused {a:?}: the fair-share engine cannot stop or resume",
+                        ctl.name()
+                    ));
+                }
             }
         }
         self.actions = actions;

@@ -402,6 +402,8 @@ use std::time::Instant;
 #[derive(Clone, Copy, Debug)]
 pub struct RunThread {
     pub process: usize,
+    /// Its number within the process (see `ThreadView::index`).
+    pub index: usize,
     pub pid: i32,
     pub tid: i32,
     /// A built-in workload thread (inside schedkit) rather than a command's.
@@ -432,6 +434,8 @@ pub struct GangRun {
     cpus: Vec<usize>,
     /// Warnings from setting up (the engine passes them on; nothing here prints).
     pub start_warnings: Vec<String>,
+    /// Actions the controller pushed that this engine does not apply (a broken `emits`).
+    pub refused: Vec<String>,
     switch_ns: Vec<u64>,
     /// The engine thread's class before the run (it runs SCHED_FIFO while it gangs).
     old_class: Option<crate::sched::Policy>,
@@ -456,6 +460,7 @@ impl GangRun {
             freezer: Freezer::detect(roots),
             cpus,
             start_warnings,
+            refused: Vec::new(),
             switch_ns: Vec::new(),
             old_class,
         }
@@ -488,11 +493,12 @@ impl GangRun {
                 Err(e) => return Err(e),
             }
         }
-        let views: Vec<ThreadView> = live
+        let mut views: Vec<ThreadView> = live
             .iter()
             .map(|t| ThreadView {
                 id: t.tid as u64,
                 process: t.process,
+                index: t.index,
                 group: None,
                 core: None,
                 weight: 1024,
@@ -501,6 +507,7 @@ impl GangRun {
                 cpu: Nanos::ZERO,
             })
             .collect();
+        views.sort_unstable_by_key(ThreadView::key);
         let mut actions = Vec::new();
         self.ctl.tick(
             &Snapshot {
@@ -517,7 +524,21 @@ impl GangRun {
             match a {
                 Action::Migrate { thread, core } => {
                     let cpu = self.cpus[core % self.cpus.len()];
-                    let _ = affinity::set_thread(thread as i32, &CpuSet::single(cpu));
+                    // Journaled like every other change, so `restore` after a kill puts the
+                    // thread's own affinity back.
+                    let Some(t) = live.iter().find(|t| t.tid as u64 == thread) else {
+                        continue;
+                    };
+                    match journal.set_affinity(t.pid, t.tid, &CpuSet::single(cpu)) {
+                        Ok(()) => {}
+                        // The thread ended since the sample.
+                        Err(e) if e.errno() == Some(libc::ESRCH) => {}
+                        Err(crate::Error::Input(_)) => {}
+                        Err(e) => self.refused.push(format!(
+                            "gang: thread {} not pinned to CPU {cpu}: {e}",
+                            t.tid
+                        )),
+                    }
                 }
                 Action::Stop { process } => {
                     t0.get_or_insert_with(Instant::now);
@@ -527,7 +548,11 @@ impl GangRun {
                     t0.get_or_insert_with(Instant::now);
                     self.freezer.thaw(process)?;
                 }
-                _ => {}
+                // The gang controller declares only Migrate/Stop/Resume (`emits`); anything
+                // else breaks that contract and is refused aloud, never dropped.
+                other => self
+                    .refused
+                    .push(format!("{}: refused {other:?}", self.ctl.name())),
             }
         }
         if let Some(t0) = t0 {

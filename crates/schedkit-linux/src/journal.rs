@@ -92,6 +92,14 @@ pub enum Entry {
     /// The run's job cgroups (`<mount>/schedkit-<pid>`, see [`crate::jobcg`]): undo ends
     /// every process in the subtree, before any other entry is undone, and removes it.
     Job { path: PathBuf, v2: bool },
+    /// Work already running that a run attached to (`schedkit run --pid`, see
+    /// [`crate::attach`]): not schedkit's, so undo never signals it; the entries after this
+    /// one give its threads their settings back. Undo has nothing to do for it.
+    Attached {
+        pid: i32,
+        starttime: u64,
+        comm: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -354,6 +362,7 @@ pub fn validate(
         }
         Entry::File { path, .. } | Entry::Mkdir { path } => mounts.check(path, false),
         Entry::Stopped { pid, .. } => positive("pid", *pid),
+        Entry::Attached { pid, .. } => positive("pid", *pid),
         // Undo kills every process below `path`: it must be a run's own `schedkit-<pid>`
         // directory directly under a cgroup mount, never a mount or anyone else's group.
         Entry::Job { path, .. } => {
@@ -847,6 +856,8 @@ fn undo_one(roots: &Roots, e: &Entry) -> std::result::Result<bool, String> {
             back,
         } => crate::cgroup::remove(path, tasks_file, back),
         Entry::Job { path, v2 } => crate::jobcg::reap(path, *v2, std::time::Duration::from_secs(3)),
+        // Not schedkit's: left running, nothing to undo.
+        Entry::Attached { .. } => Ok(false),
         Entry::Stopped { pid, starttime } => {
             if self_starttime(roots, *pid) != Some(*starttime) {
                 return Ok(false);

@@ -17,6 +17,10 @@
 //! - [`engine`]: the real engine (built-in workloads, commands, sampling into the trace);
 //! - [`freezer`]: stop and resume a job at once (cgroup v2/v1 freezer, signals), gang scheduling's hook;
 //! - [`exclusive`]: seed 000's exclusive mode (system cores, moved threads and IRQs, pinning);
+//! - [`oneshot`]: one-command mode's flags (class, priority, nice, CPUs, cpu weight), checked
+//!   and applied to a command before it execs;
+//! - [`attach`]: the same, and exclusive mode, for work already running (`--pid`, `--cgroup`,
+//!   `--unit`), journaled as attached, never ended;
 //! - [`stall`]: a witness of machine stalls (a virtual machine held by its host), so that
 //!   real-time tests and reports can tell them from a scheduler's own lateness.
 //!
@@ -24,6 +28,7 @@
 //! tree (the `SCX_SYSFS_PREFIX` idea of the scx tools).
 
 pub mod affinity;
+pub mod attach;
 pub mod cgroup;
 pub mod ctl;
 pub mod deadline;
@@ -36,6 +41,7 @@ pub mod irq;
 pub mod jobcg;
 pub mod journal;
 pub mod lease;
+pub mod oneshot;
 pub mod perf;
 pub mod privilege;
 pub mod procfs;

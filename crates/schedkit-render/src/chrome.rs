@@ -62,6 +62,18 @@ fn owner_label(s: &Scenario, o: &Owner) -> (String, Value) {
 
 /// Builds the trace-event document for `trace` (which ends at `end`).
 pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos) -> Value {
+    render_window(scenario, report, trace, end, None)
+}
+
+/// [`render`] limited to `window` (`[from, to)`): run intervals cut at its edges, instants
+/// inside it.
+pub fn render_window(
+    scenario: &Scenario,
+    report: &Report,
+    trace: &TraceLog,
+    end: Nanos,
+    window: Option<(Nanos, Nanos)>,
+) -> Value {
     // The report's core count: the modelled cores for `sim`, the machine's for `run`.
     let cores = report.cores;
     let policy = &report.policy;
@@ -139,6 +151,18 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
     }
     for m in deadline_misses(trace, end) {
         events.push(miss(scenario, &m, jobs_tid));
+    }
+    if let Some((a, b)) = window {
+        let (a, b) = (us(a), us(b));
+        events.retain_mut(|e| match e.dur {
+            Some(d) => {
+                let (s0, s1) = (e.ts.max(a), (e.ts + d).min(b));
+                e.ts = s0;
+                e.dur = Some(s1 - s0);
+                s1 > s0
+            }
+            None => e.ts >= a && e.ts < b,
+        });
     }
     events.sort_by(|a, b| {
         a.ts.total_cmp(&b.ts)

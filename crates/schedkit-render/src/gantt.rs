@@ -15,7 +15,7 @@
 use crate::chart::{self, draw_legend, legend_height, Anchor, LegendEntry, Svg};
 use schedkit_core::report::Report;
 use schedkit_core::scenario::Scenario;
-use schedkit_core::trace::{Owner, TraceLog};
+use schedkit_core::trace::{Event, Owner, TraceLog};
 use schedkit_core::Nanos;
 
 /// Canvas width in pixels.
@@ -55,7 +55,29 @@ fn key_name(s: &Scenario, key: usize) -> &str {
 
 /// Renders the Gantt chart of `trace` over `[0, end]` as an SVG document.
 pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos) -> String {
-    let intervals = trace.intervals();
+    render_window(scenario, report, trace, end, None)
+}
+
+/// The label of a run interval inside its bar: the process or task, and a real-time job's
+/// number (`T1 #3`), which tells the jobs of one task apart.
+fn bar_label(s: &Scenario, o: &Owner) -> String {
+    match *o {
+        Owner::Process { process, .. } => s.processes[process].name.clone(),
+        Owner::Task { task, job } => format!("{} #{job}", s.tasks[task].name),
+    }
+}
+
+/// [`render`] limited to `window` (`[from, to)`, e.g. `--window 2s..2.1s`): only what runs in
+/// it, cut at its edges, on an axis from `from` to `to`. A Gantt of a long run is thousands of
+/// intervals per pixel; a window shows the schedule itself.
+pub fn render_window(
+    scenario: &Scenario,
+    report: &Report,
+    trace: &TraceLog,
+    end: Nanos,
+    window: Option<(Nanos, Nanos)>,
+) -> String {
+    let mut intervals = trace.intervals();
     let end_ns = intervals
         .iter()
         .map(|i| i.end.0)
@@ -63,11 +85,41 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
         .unwrap_or(0)
         .max(end.0)
         .max(1);
+    // `from` is subtracted from every time below: 0 without a window, so the picture of a
+    // whole run is what it always was.
+    let run_end = end_ns;
+    let (from, end_ns) = match window {
+        Some((a, b)) => {
+            intervals.retain(|i| i.end > a && i.start < b);
+            for i in &mut intervals {
+                i.start = i.start.max(a);
+                i.end = i.end.min(b);
+            }
+            (a.0, b.0.max(a.0 + 1))
+        }
+        None => (0, end_ns),
+    };
+    let span_ns = end_ns - from;
     let (div, unit) = chart::time_unit(end_ns);
     // The report's core count: the modelled cores for `sim`, the machine's for `run`.
     let cores = report.cores.max(1);
     let plot_w = WIDTH - LEFT - RIGHT;
-    let ns_per_px = end_ns as f64 / plot_w;
+    let ns_per_px = span_ns as f64 / plot_w;
+    // Real-time jobs: a row of release ticks and a row of deadline ticks above the lanes.
+    let jobs: Vec<(Nanos, usize, u64, Nanos)> = trace
+        .events
+        .iter()
+        .filter_map(|e| match *e {
+            Event::JobRelease {
+                t,
+                task,
+                job,
+                deadline,
+            } => Some((t, task, job, deadline)),
+            _ => None,
+        })
+        .collect();
+    let marks_h = if jobs.is_empty() { 0.0 } else { 26.0 };
 
     let owners = scenario.processes.len() + scenario.tasks.len();
     let mut legend: Vec<LegendEntry> = (0..owners)
@@ -80,11 +132,18 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
             line: true,
         });
     }
+    if !jobs.is_empty() {
+        legend.push(LegendEntry {
+            name: "job release (upper ticks) and deadline (lower, grey); bars: task #job".into(),
+            color: "#777777".into(),
+            line: true,
+        });
+    }
     let legend_h = legend_height(&legend, WIDTH - LEFT - RIGHT);
     // Lanes shrink with the core count so 64 cores still fit on a page.
     let lane_h = (360.0 / cores as f64).clamp(8.0, 40.0);
     let lane_gap = if lane_h >= 20.0 { 8.0 } else { 2.0 };
-    let top = 64.0 + legend_h + 8.0;
+    let top = 64.0 + legend_h + 8.0 + marks_h;
     let plot_h = cores as f64 * (lane_h + lane_gap) - lane_gap;
     let height = top + plot_h + 56.0;
     let mut svg = Svg::new(WIDTH, height);
@@ -111,8 +170,13 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
         WIDTH / 2.0,
         46.0,
         &format!(
-            "{} run intervals over {} {} · one lane per core, one colour per {}",
+            "{} run intervals over {}{} {} · one lane per core, one colour per {}",
             intervals.len(),
+            if from > 0 {
+                format!("{}..", chart::num(from as f64 / div))
+            } else {
+                String::new()
+            },
             chart::num(end_ns as f64 / div),
             unit,
             match (scenario.processes.is_empty(), scenario.tasks.is_empty()) {
@@ -127,7 +191,7 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
     draw_legend(&mut svg, &legend, LEFT, 56.0, WIDTH - LEFT - RIGHT);
 
     let lane_y = |core: usize| top + core as f64 * (lane_h + lane_gap);
-    let x_of = |t: u64| LEFT + t as f64 / ns_per_px;
+    let x_of = |t: u64| LEFT + (t - from) as f64 / ns_per_px;
 
     // Lane backgrounds (idle time shows as this grey) and labels.
     for core in 0..cores {
@@ -145,10 +209,14 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
 
     // Time grid and axis under the lanes; ticks only inside the window.
     let end_u = end_ns as f64 / div;
-    let (ticks, step) = chart::nice_ticks(0.0, end_u, 10);
+    let from_u = from as f64 / div;
+    let (ticks, step) = chart::nice_ticks(from_u, end_u, 10);
     let base = top + plot_h;
-    for t in ticks.into_iter().filter(|t| *t <= end_u * (1.0 + 1e-9)) {
-        let x = LEFT + t * div / ns_per_px;
+    for t in ticks
+        .into_iter()
+        .filter(|t| *t <= end_u * (1.0 + 1e-9) && *t >= from_u * (1.0 - 1e-9))
+    {
+        let x = LEFT + (t * div - from as f64) / ns_per_px;
         svg.dashed(x, top, x, base, "#d0d0d0");
         svg.line(x, base, x, base + 5.0, "#444444", 1.0);
         svg.text(
@@ -200,12 +268,12 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
             };
             svg.rect(x0, y, w, lane_h, &chart::color(key), Some(&tip));
             let size = (lane_h * 0.45).clamp(7.0, 12.0);
-            let label = key_name(scenario, key);
-            if lane_h >= 14.0 && chart::text_width(label, size) + 6.0 < x1 - x0 {
+            let label = bar_label(scenario, &iv.owner);
+            if lane_h >= 14.0 && chart::text_width(&label, size) + 6.0 < x1 - x0 {
                 svg.text(
                     (x0 + x1) / 2.0,
                     y + lane_h / 2.0 + size * 0.35,
-                    label,
+                    &label,
                     size,
                     Anchor::Middle,
                 );
@@ -215,8 +283,8 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
             // Split the interval's time among the columns it touches.
             let mut t = iv.start.0;
             while t < iv.end.0 {
-                let col = ((t as f64 / ns_per_px) as usize).min(columns - 1);
-                let col_end = (((col + 1) as f64) * ns_per_px).ceil() as u64;
+                let col = (((t - from) as f64 / ns_per_px) as usize).min(columns - 1);
+                let col_end = from + (((col + 1) as f64) * ns_per_px).ceil() as u64;
                 let upto = iv.end.0.min(col_end.max(t + 1));
                 let cell = &mut bins[iv.core][col];
                 match cell.iter_mut().find(|(k, _)| *k == key) {
@@ -238,15 +306,15 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
                     .map(|(k, _)| *k)
             };
             let flush = |run: Option<(usize, usize)>, to: usize, svg: &mut Svg| {
-                if let Some((key, from)) = run {
+                if let Some((key, from_px)) = run {
                     let tip = format!(
                         "mostly {} on core {core}: {} to {} {unit} (merged sub-pixel intervals)",
                         key_name(scenario, key),
-                        chart::num(from as f64 * ns_per_px / div),
-                        chart::num(to as f64 * ns_per_px / div)
+                        chart::num((from_px as f64 * ns_per_px + from as f64) / div),
+                        chart::num((to as f64 * ns_per_px + from as f64) / div)
                     );
-                    let x0 = LEFT + from as f64;
-                    let w = (to - from) as f64;
+                    let x0 = LEFT + from_px as f64;
+                    let w = (to - from_px) as f64;
                     svg.rect(
                         x0,
                         y,
@@ -269,8 +337,11 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
         }
     }
     // Deadline misses: a black line across the lanes at the missed deadline.
-    let misses = crate::chrome::deadline_misses(trace, Nanos(end_ns));
-    for m in &misses {
+    let misses = crate::chrome::deadline_misses(trace, Nanos(run_end));
+    for m in misses
+        .iter()
+        .filter(|m| m.deadline.0 >= from && m.deadline.0 <= end_ns)
+    {
         let x = x_of(m.deadline.0);
         let tip = format!(
             "deadline miss: {} job {} (deadline {} {unit}{})",
@@ -284,8 +355,75 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
         );
         svg.rect(x - 1.0, top - 4.0, 2.0, plot_h + 8.0, "#111111", Some(&tip));
     }
+    if !jobs.is_empty() {
+        let ticks = JobTicks {
+            y: top - marks_h,
+            row_h: marks_h / 2.0,
+            from,
+            to: end_ns,
+            ns_per_px,
+            div,
+            unit,
+        };
+        ticks.draw(&mut svg, scenario, &jobs);
+    }
     svg.frame(LEFT, top, plot_w, plot_h, "#888888");
     svg.finish()
+}
+
+/// Where the release and deadline ticks of real-time jobs go: a row each above the lanes,
+/// over the window `[from, to]`.
+struct JobTicks {
+    y: f64,
+    row_h: f64,
+    from: u64,
+    to: u64,
+    ns_per_px: f64,
+    div: f64,
+    unit: &'static str,
+}
+
+impl JobTicks {
+    /// A tick per release (in the task's colour) and per deadline (grey), each with a
+    /// tooltip naming the job.
+    fn draw(&self, svg: &mut Svg, scenario: &Scenario, jobs: &[(Nanos, usize, u64, Nanos)]) {
+        let (rel_y, dl_y, unit) = (self.y, self.y + self.row_h, self.unit);
+        svg.text(LEFT - 8.0, rel_y + 9.0, "release", 9.0, Anchor::End);
+        svg.text(LEFT - 8.0, dl_y + 9.0, "deadline", 9.0, Anchor::End);
+        let inside = |t: Nanos| t.0 >= self.from && t.0 <= self.to;
+        let x_of = |t: Nanos| LEFT + (t.0 - self.from) as f64 / self.ns_per_px;
+        let at = |t: Nanos| chart::num(t.0 as f64 / self.div);
+        for &(t, task, job, deadline) in jobs {
+            let name = &scenario.tasks[task].name;
+            let key = scenario.processes.len() + task;
+            if inside(t) {
+                let tip = format!(
+                    "release: {name} #{job} at {} {unit} (deadline {} {unit})",
+                    at(t),
+                    at(deadline)
+                );
+                svg.rect(
+                    x_of(t) - 0.75,
+                    rel_y,
+                    1.5,
+                    10.0,
+                    &chart::color(key),
+                    Some(&tip),
+                );
+            }
+            if inside(deadline) {
+                let tip = format!("deadline: {name} #{job} at {} {unit}", at(deadline));
+                svg.rect(
+                    x_of(deadline) - 0.75,
+                    dl_y,
+                    1.5,
+                    10.0,
+                    "#777777",
+                    Some(&tip),
+                );
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -337,5 +475,42 @@ mod tests {
             "{svg}"
         );
         assert!(svg.contains("one colour per task"));
+        // Every job's release and deadline are marked, and bars name their job.
+        assert!(
+            svg.contains("release: heavy #0 at 0 ms (deadline 11 ms)"),
+            "{svg}"
+        );
+        assert!(svg.contains("deadline: heavy #0 at 11 ms"));
+        assert!(svg.contains(">heavy #0<"), "job number in the bar");
+    }
+
+    #[test]
+    fn a_window_keeps_only_what_runs_in_it() {
+        let text = include_str!("../../../examples/textbook/rr.toml");
+        let s = Scenario::parse("t.toml", text).unwrap();
+        let (report, trace, stats) = schedkit_sim::simulate_report(&s, true).unwrap();
+        let trace = trace.unwrap();
+        let whole = render(&s, &report, &trace, stats.end);
+        let w = (Nanos::from_ms(4), Nanos::from_ms(8));
+        let part = render_window(&s, &report, &trace, stats.end, Some(w));
+        assert!(whole.contains("P1 on core 0: 0 to 4 ms"));
+        assert!(!part.contains("P1 on core 0: 0 to 4 ms"));
+        // RR with a 4 ms quantum: P2 runs [4, 8) and fills the window.
+        assert!(part.contains("P2 on core 0: 4 to 8 ms"), "{part}");
+        assert!(part.contains("1 run intervals over 4..8 ms"), "{part}");
+        assert_eq!(
+            render_window(&s, &report, &trace, stats.end, None),
+            whole,
+            "no window: the whole run, unchanged"
+        );
+        let doc = crate::chrome::render_window(&s, &report, &trace, stats.end, Some(w));
+        let runs: Vec<_> = doc["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X")
+            .collect();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        assert_eq!(runs[0]["ts"], 4000.0);
     }
 }

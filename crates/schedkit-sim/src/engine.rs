@@ -910,7 +910,7 @@ impl<'a> Engine<'a> {
         for core in 0..self.cores_n {
             self.charge(core);
         }
-        let views: Vec<ThreadView> = self
+        let mut views: Vec<ThreadView> = self
             .threads
             .iter()
             .enumerate()
@@ -918,6 +918,10 @@ impl<'a> Engine<'a> {
             .map(|(i, t)| ThreadView {
                 id: i as u64,
                 process: t.process.expect("filtered"),
+                index: match t.owner {
+                    Owner::Process { thread, .. } => thread as usize,
+                    Owner::Task { .. } => 0,
+                },
                 group: t.group,
                 core: match t.state {
                     ThreadState::Running(c) => Some(c),
@@ -929,6 +933,9 @@ impl<'a> Engine<'a> {
                 cpu: t.cpu,
             })
             .collect();
+        // Slots are reused, so slot order is not creation order: the snapshot goes in the
+        // engine-independent order the controller contract promises.
+        views.sort_unstable_by_key(ThreadView::key);
         let mut actions = Vec::new();
         {
             let snap = Snapshot {

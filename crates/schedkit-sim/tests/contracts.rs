@@ -90,6 +90,9 @@ impl Controller for Scripted {
     fn period(&self) -> Nanos {
         Nanos(1_000_000_000)
     }
+    fn emits(&self) -> &'static [schedkit_core::control::ActionKind] {
+        schedkit_core::control::ActionKind::ALL
+    }
     fn tick(&mut self, _snapshot: &Snapshot, out: &mut Vec<Action>) {
         out.append(&mut self.0);
     }

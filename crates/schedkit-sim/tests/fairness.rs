@@ -252,6 +252,9 @@ impl Controller for Scripted {
     fn period(&self) -> Nanos {
         self.inner.period()
     }
+    fn emits(&self) -> &'static [schedkit_core::control::ActionKind] {
+        schedkit_core::control::ActionKind::ALL
+    }
     fn tick(&mut self, snap: &Snapshot, out: &mut Vec<Action>) {
         self.inner.tick(snap, out);
         if snap.now == self.at {

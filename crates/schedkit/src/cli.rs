@@ -140,6 +140,9 @@ struct SimArgs {
     /// Also write the trace as Chrome trace-event JSON (opens in Perfetto) into this file.
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
+    /// Limit --gantt and --trace to a time window, e.g. `2s..2.1s`.
+    #[arg(long, value_name = "FROM..TO")]
+    window: Option<String>,
 }
 
 pub fn main() -> ExitCode {
@@ -198,6 +201,7 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
     let loaded = crate::simcmd::load(&a.file, &a.overrides)?;
     let scenario = &loaded.scenario;
     let keep_trace = a.gantt.is_some() || a.trace.is_some();
+    let window = output::window(a.window.as_deref(), keep_trace)?;
     let (report, trace, stats) =
         crate::simcmd::simulate(&loaded, a.overrides.max_events, keep_trace)?;
     output::emit(&report, &a.report)?;
@@ -211,13 +215,14 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
         println!("\n{} counters: {}", report.policy, c.join(", "));
     }
     if let Some(trace) = trace {
-        output::write_trace_outputs(
+        output::write_trace_outputs_in(
             scenario,
             &report,
             &trace,
             stats.end,
             a.gantt.as_deref(),
             a.trace.as_deref(),
+            window,
         )?;
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! `schedkit experiment exclusive`: the flags, and printing and writing what
 //! `schedkit_experiments::exclusive` returns (see there for the experiment).
 
+use crate::experiment_args::{ExperimentFlags, Flag};
 use crate::failure::Failure;
 use crate::machine::ThisMachine;
 use crate::progress::Bar;
@@ -9,7 +10,6 @@ use schedkit_core::time::{Bytes, Nanos};
 use schedkit_experiments::exclusive::{self, render, ExclusiveOptions, Load};
 use schedkit_experiments::Error;
 use schedkit_linux::exclusive::RtThrottle;
-use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LoadArg {
@@ -37,14 +37,13 @@ pub enum Throttle {
     Off,
 }
 
+/// `--repeat` defaults to 10 (the mean and its 95 % confidence interval are over them);
+/// `--quick` is 3 repeats, a tenth of the work, threads 1 only. Every run is real (there is
+/// no `--sim-only`).
 #[derive(Args)]
 pub struct ExclusiveExpArgs {
-    /// Repeats per cell (the mean and its 95 % confidence interval are over these).
-    #[arg(long, default_value_t = 10)]
-    pub repeat: usize,
-    /// A short run for CI: 3 repeats, a tenth of the work, threads 1 only.
-    #[arg(long)]
-    pub quick: bool,
+    #[command(flatten)]
+    pub flags: ExperimentFlags,
     /// Thread counts (default 1..=online CPUs).
     #[arg(long, value_delimiter = ',')]
     pub threads: Option<Vec<u32>>,
@@ -71,9 +70,6 @@ pub struct ExclusiveExpArgs {
     /// RT throttling in exclusive mode.
     #[arg(long, value_enum, default_value = "keep")]
     pub rt_throttle: Throttle,
-    /// Directory for exclusive.json and exclusive.svg.
-    #[arg(long, default_value = ".")]
-    pub out: PathBuf,
     /// The engine's sampling period (how often it reads the job threads' /proc files).
     #[arg(long, default_value = "10ms")]
     pub sample: String,
@@ -92,8 +88,8 @@ impl ExclusiveExpArgs {
         let sample =
             Nanos::parse(&self.sample).map_err(|m| Error::bad_option("sample", &self.sample, m))?;
         Ok(ExclusiveOptions {
-            repeat: self.repeat,
-            quick: self.quick,
+            repeat: self.flags.repeat_or(10),
+            quick: self.flags.quick,
             threads: self.threads.clone(),
             loads: self.loads.iter().map(|&l| l.into()).collect(),
             work: self.work,
@@ -117,17 +113,27 @@ pub fn run(a: ExclusiveExpArgs) -> Result<(), Failure> {
     if let Some(b) = a.hog {
         exclusive::hog(b);
     }
+    a.flags.refuse(
+        Flag::SimOnly,
+        "exclusive",
+        "measures this machine's cores only; it has no simulated part",
+    )?;
     let options = a.options()?;
+    a.flags.out_dir()?;
     let bar = Bar::styled("{bar:40} {pos}/{len} runs · {msg} · ETA {eta}");
     let result = exclusive::run(&options, &ThisMachine, &bar)?;
     let cells = render::cells(&result);
+    let doc = render::json(&result, &cells);
+    let json = serde_json::to_string_pretty(&doc).expect("json");
+    let jp = a.flags.write("exclusive.json", &json)?;
+    let sp = a
+        .flags
+        .write("exclusive.svg", &render::chart(&cells, &a.array))?;
+    if a.flags.json {
+        println!("{json}");
+        return Ok(());
+    }
     print!("{}", render::text(&result, &cells));
-    std::fs::create_dir_all(&a.out).map_err(|e| Error::io(a.out.display(), e))?;
-    let jp = a.out.join("exclusive.json");
-    let json = serde_json::to_string_pretty(&render::json(&result, &cells)).expect("json");
-    std::fs::write(&jp, json).map_err(|e| Error::io(jp.display(), e))?;
-    let sp = a.out.join("exclusive.svg");
-    std::fs::write(&sp, render::chart(&cells, &a.array)).map_err(|e| Error::io(sp.display(), e))?;
     println!("\nwrote {} and {}", jp.display(), sp.display());
     Ok(())
 }

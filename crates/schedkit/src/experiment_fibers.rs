@@ -1,13 +1,12 @@
 //! `schedkit experiment fibers-gauss`: the flags, and printing what
 //! `schedkit_experiments::fibers` returns (see there for the experiment).
 
+use crate::experiment_args::{ExperimentFlags, Flag};
 use crate::failure::Failure;
 use crate::progress::Bar;
 use clap::Args;
 use schedkit_experiments::fibers::{self, render, FibersOptions};
 use schedkit_experiments::progress::{Progress, Silent};
-use schedkit_experiments::Error;
-use std::path::PathBuf;
 
 /// Every architecture this binary has.
 const DEFAULT_ARCH: &str = if cfg!(feature = "may") {
@@ -16,11 +15,13 @@ const DEFAULT_ARCH: &str = if cfg!(feature = "may") {
     "A0,A1,A2"
 };
 
+/// `--quick`: size 256, threads 32,128,496, 1 repeat (unless given); `--repeat`: runs per
+/// cell, the table shows medians (default 3); `--out DIR` gets fibers-gauss.svg, the chart
+/// of time against thread count. Every run is real (there is no `--sim-only`).
 #[derive(Args, Debug, Clone)]
 pub struct FibersGaussArgs {
-    /// CI-sized run: size 256, threads 32,128,496, 1 repeat (unless given).
-    #[arg(long)]
-    pub quick: bool,
+    #[command(flatten)]
+    pub flags: ExperimentFlags,
     /// Architectures, comma-separated: A0, A1, A2, may (the last when built with the `may`
     /// feature).
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_ARCH)]
@@ -34,36 +35,27 @@ pub struct FibersGaussArgs {
     /// Matrix size n (default 1024; 256 with --quick). Method 1 needs n >= threads.
     #[arg(long)]
     pub size: Option<usize>,
-    /// Runs per cell; the table shows medians (default 3; 1 with --quick).
-    #[arg(long)]
-    pub repeat: Option<usize>,
     /// Scheduler threads for A1, A2 and may (default: the CPUs this process may use).
     #[arg(long)]
     pub workers: Option<usize>,
     /// Seed of the random system.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Print {"rows": [...]} as JSON instead of the tables.
-    #[arg(long)]
-    pub json: bool,
     /// Also print the scheduler's counters per phase (blocks, wake-ups, cross-ST hand-overs,
     /// steals, slot runs, parks; per run, summed over the STs) for A1 and A2.
     #[arg(long)]
     pub counters: bool,
-    /// Where to write the chart of time against thread count.
-    #[arg(long, value_name = "FILE.svg", default_value = "fibers-gauss.svg")]
-    pub svg: PathBuf,
 }
 
 impl From<&FibersGaussArgs> for FibersOptions {
     fn from(a: &FibersGaussArgs) -> FibersOptions {
         FibersOptions {
-            quick: a.quick,
+            quick: a.flags.quick,
             arch: a.arch.clone(),
             method: a.method.clone(),
             threads: a.threads.clone(),
             size: a.size,
-            repeat: a.repeat,
+            repeat: a.flags.repeat,
             workers: a.workers,
             seed: a.seed,
             counters: a.counters,
@@ -72,7 +64,12 @@ impl From<&FibersGaussArgs> for FibersOptions {
 }
 
 pub fn run(a: FibersGaussArgs) -> Result<(), Failure> {
-    let bar: Box<dyn Progress> = if a.json {
+    a.flags.refuse(
+        Flag::SimOnly,
+        "fibers-gauss",
+        "times real threads only; it has no simulated part",
+    )?;
+    let bar: Box<dyn Progress> = if a.flags.json {
         Box::new(Silent)
     } else {
         Box::new(Bar::styled(
@@ -80,7 +77,7 @@ pub fn run(a: FibersGaussArgs) -> Result<(), Failure> {
         ))
     };
     let r = fibers::run(&FibersOptions::from(&a), bar.as_ref())?;
-    if a.json {
+    if a.flags.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "rows": r.rows })).expect("json")
@@ -89,9 +86,10 @@ pub fn run(a: FibersGaussArgs) -> Result<(), Failure> {
         print!("{}", render::text(&r));
     }
     if !r.rows.is_empty() {
-        std::fs::write(&a.svg, render::chart(&r.rows, r.size))
-            .map_err(|e| Error::io(format!("writing {}", a.svg.display()), e))?;
-        eprintln!("chart: {}", a.svg.display());
+        let p = a
+            .flags
+            .write("fibers-gauss.svg", &render::chart(&r.rows, r.size))?;
+        eprintln!("chart: {}", p.display());
     }
     Ok(())
 }

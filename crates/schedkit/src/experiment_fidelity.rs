@@ -5,6 +5,7 @@
 //! run-queue delay, voluntary and involuntary switches, perf migrations, and the wake-up
 //! latencies the `pattern` workload records.
 
+use crate::experiment_args::{ExperimentFlags, Flag};
 use crate::failure::Failure;
 use clap::Args;
 use schedkit_core::report::Metrics;
@@ -16,19 +17,17 @@ use schedkit_linux::perf::{CounterKind, Reading};
 use schedkit_linux::workload;
 use std::path::PathBuf;
 
+/// `--repeat`: real runs per scenario (default 3; 1 with `--quick`). The experiment compares
+/// real runs with simulated ones, so there is no `--sim-only`.
 #[derive(Args)]
 pub struct FidelityArgs {
+    #[command(flatten)]
+    flags: ExperimentFlags,
     /// Scenario files (default: every examples/fidelity/*.toml).
     files: Vec<PathBuf>,
-    /// Real runs per scenario.
-    #[arg(long, default_value_t = 3)]
-    repeats: usize,
     /// Simulator models to compare, comma-separated.
     #[arg(long, default_value = "eevdf,cfs", value_delimiter = ',')]
     models: Vec<String>,
-    /// Directory for fidelity.json and fidelity.svg.
-    #[arg(long, default_value = ".")]
-    out: PathBuf,
 }
 
 /// The real engine as the experiment's runner.
@@ -108,6 +107,16 @@ impl RealRunner for Real {
 }
 
 pub fn run(a: FidelityArgs) -> Result<(), Failure> {
+    a.flags.refuse(
+        Flag::SimOnly,
+        "fidelity",
+        "compares real runs with simulated ones; `schedkit compare` simulates alone",
+    )?;
+    let repeats = if a.flags.quick {
+        a.flags.repeat_or(1)
+    } else {
+        a.flags.repeat_or(3)
+    };
     let files = if a.files.is_empty() {
         let mut v: Vec<PathBuf> = std::fs::read_dir("examples/fidelity")
             .map_err(|e| {
@@ -148,18 +157,28 @@ pub fn run(a: FidelityArgs) -> Result<(), Failure> {
     eprintln!(
         "fidelity: {} scenarios x {} real runs; kernel {}; load before: {}",
         scenarios.len(),
-        a.repeats,
+        repeats,
         schedkit_sim::policies::kernel_release().unwrap_or_default(),
         load.trim()
     );
     let opts = FidelityOptions {
         scenarios,
-        repeats: a.repeats,
+        repeats,
         models: models.clone(),
     };
     let result = fidelity::run(&opts, &mut Real, &mut |m| eprintln!("fidelity: {m}"))?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     eprintln!("fidelity: load after: {}", load.trim());
+    let json = serde_json::to_string_pretty(&result).map_err(|e| anyhow::anyhow!("json: {e}"))?;
+    let jp = a.flags.write("fidelity.json", &json)?;
+    let sp = a.flags.write(
+        "fidelity.svg",
+        &fidelity::render_chart(&result.rows, &models),
+    )?;
+    if a.flags.json {
+        println!("{json}");
+        return Ok(());
+    }
     print!("{}", fidelity::render_table(&result.rows));
     let worse = fidelity::eevdf_not_closer(&result.rows);
     if worse.is_empty() {
@@ -172,13 +191,6 @@ pub fn run(a: FidelityArgs) -> Result<(), Failure> {
             println!("  {s:<22} {m:<13} {e:.3} vs {c:.3}");
         }
     }
-    std::fs::create_dir_all(&a.out).map_err(|e| anyhow::anyhow!("{}: {e}", a.out.display()))?;
-    let json = serde_json::to_string_pretty(&result).map_err(|e| anyhow::anyhow!("json: {e}"))?;
-    let jp = a.out.join("fidelity.json");
-    std::fs::write(&jp, json).map_err(|e| anyhow::anyhow!("{}: {e}", jp.display()))?;
-    let sp = a.out.join("fidelity.svg");
-    std::fs::write(&sp, fidelity::render_chart(&result.rows, &models))
-        .map_err(|e| anyhow::anyhow!("{}: {e}", sp.display()))?;
     println!("wrote {} and {}", jp.display(), sp.display());
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! `schedkit_experiments::paws` returns (see there for the experiment: seed 001's
 //! experiment, Fonseca et al., section 5, on this machine and in the simulator).
 
+use crate::experiment_args::{ExperimentFlags, Flag};
 use crate::failure::Failure;
 use crate::machine::ThisMachine;
 use crate::progress::Bar;
@@ -9,7 +10,6 @@ use clap::{Args, ValueEnum};
 use schedkit_core::Nanos;
 use schedkit_experiments::paws::{self, render, PawsOptions, Plan};
 use schedkit_experiments::Error;
-use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum WindowSet {
@@ -20,8 +20,13 @@ pub enum WindowSet {
     Both,
 }
 
+/// `--quick`: at most 2 sets per window, 300 ms real runs, 2 s simulated; `--sim-only`: the
+/// simulator only (no root needed). Every set runs once per policy (`--sets` for more), so
+/// there is no `--repeat`.
 #[derive(Args)]
 pub struct PawsExpArgs {
+    #[command(flatten)]
+    pub flags: ExperimentFlags,
     /// Cores `m` of the generated sets (default: this machine's CPUs; real runs use them all).
     #[arg(long)]
     pub cores: Option<usize>,
@@ -50,18 +55,6 @@ pub struct PawsExpArgs {
     /// Policies run in the simulator.
     #[arg(long, value_delimiter = ',', default_value = "paws,gedf,pedf")]
     pub sim: Vec<String>,
-    /// Simulator only (no root needed).
-    #[arg(long)]
-    pub sim_only: bool,
-    /// A short run for CI: at most 2 sets per window, 300 ms real runs, 2 s simulated.
-    #[arg(long)]
-    pub quick: bool,
-    /// Print everything as JSON on stdout instead of the tables.
-    #[arg(long)]
-    pub json: bool,
-    /// Directory for paws.json, paws-migrations.svg and paws-switches.svg.
-    #[arg(long, default_value = ".")]
-    pub out: PathBuf,
     /// Run a stall witness beside every real run (SCHED_DEADLINE, 1 ms steps; see
     /// schedkit_linux::stall) and say which misses the machine's stalls explain. Its wake-ups
     /// preempt the threads under test and count in their kernel context switches.
@@ -82,7 +75,7 @@ impl From<WindowSet> for paws::WindowSet {
 impl PawsExpArgs {
     fn options(&self) -> Result<PawsOptions, Error> {
         let bad = |m: String| Error::BadInput(m);
-        let (sets, duration, sim_horizon) = if self.quick {
+        let (sets, duration, sim_horizon) = if self.flags.quick {
             let sets = self.sets.min(paws::QUICK_SETS);
             (sets, paws::QUICK_DURATION, paws::QUICK_HORIZON)
         } else {
@@ -91,7 +84,7 @@ impl PawsExpArgs {
                 Nanos::parse(&self.sim_horizon).map_err(|e| bad(format!("--sim-horizon: {e}")))?;
             (self.sets, d, h)
         };
-        let real = if self.sim_only {
+        let real = if self.flags.sim_only {
             Vec::new()
         } else {
             paws::parse_policies(&self.real, &crate::taskrun::REAL_TASK_POLICIES, "--real")?
@@ -111,23 +104,24 @@ impl PawsExpArgs {
 }
 
 pub fn run(a: PawsExpArgs) -> Result<(), Failure> {
+    a.flags.refuse(
+        Flag::Repeat,
+        "paws",
+        "runs every generated set once per policy; ask for more sets with --sets",
+    )?;
     let plan = Plan::new(&a.options()?)?;
-    std::fs::create_dir_all(&a.out).map_err(|e| Error::io(a.out.display(), e))?;
+    a.flags.out_dir()?;
     let result = paws::run(plan, &ThisMachine, &Bar::experiment())?;
     for w in &result.warnings {
         eprintln!("schedkit: warning: {w}");
     }
     let mut files = Vec::new();
     for (file, svg) in render::charts(&result) {
-        let path = a.out.join(file);
-        std::fs::write(&path, svg)
-            .map_err(|e| Error::io(format!("write {}", path.display()), e))?;
-        files.push(path);
+        files.push(a.flags.write(file, &svg)?);
     }
     let doc = serde_json::to_string_pretty(&render::json(&result)).expect("json");
-    let jpath = a.out.join("paws.json");
-    std::fs::write(&jpath, &doc).map_err(|e| Error::io(format!("write {}", jpath.display()), e))?;
-    if a.json {
+    let jpath = a.flags.write("paws.json", &doc)?;
+    if a.flags.json {
         println!("{doc}");
     } else {
         print!("{}", render::text(&result));

@@ -40,8 +40,8 @@ pub fn compare() -> String {
 pub const RUN: &str = "\
 Examples:
   $ schedkit run examples/run/spin.toml --horizon 2s
-  $ schedkit run --exclusive -- ./solver input.dat
-  $ schedkit run examples/fair/tenants-1-2.toml --wait
+  $ schedkit run --policy fifo --priority 10 --cpus 2,3 -- ./server --port 8080
+  $ schedkit run --exclusive --pid 4242
   $ schedkit run examples/paws/two-tasks.toml --allow-degraded --json
 
 Policies that run on real cores: `schedkit policies`.";

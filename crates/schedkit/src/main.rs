@@ -4,6 +4,7 @@ mod bench;
 mod cli;
 mod compare;
 mod ctl;
+mod experiment_args;
 mod experiment_exclusive;
 mod experiment_fair;
 mod experiment_fibers;

@@ -4,6 +4,7 @@
 use anyhow::Result;
 use clap::Args;
 use schedkit_core::report::Report;
+use schedkit_core::Nanos;
 pub use schedkit_render::table::{ms, table};
 use schedkit_render::table::{render_csv, render_table};
 
@@ -30,7 +31,34 @@ pub fn emit(r: &Report, args: &ReportArgs) -> Result<()> {
     Ok(())
 }
 
-/// Writes the Gantt chart (SVG) and/or the Chrome trace (JSON) of a simulated run.
+/// `--window FROM..TO`: the time window of the Gantt chart and the trace (`has_outputs`:
+/// whether --gantt or --trace was given; a window without them is refused).
+pub fn window(
+    arg: Option<&str>,
+    has_outputs: bool,
+) -> Result<Option<(Nanos, Nanos)>, crate::failure::Failure> {
+    let bad = |why: String| crate::failure::Failure {
+        status: crate::failure::EXIT_BAD_INPUT,
+        message: format!("--window {}: {why}", arg.unwrap_or_default()),
+    };
+    let Some(w) = arg else { return Ok(None) };
+    if !has_outputs {
+        return Err(bad("limits --gantt and --trace; give one of them".into()));
+    }
+    let (a, b) = w
+        .split_once("..")
+        .ok_or_else(|| bad("give it as FROM..TO, e.g. 2s..2.1s".into()))?;
+    let (a, b) = (
+        Nanos::parse(a.trim()).map_err(bad)?,
+        Nanos::parse(b.trim()).map_err(bad)?,
+    );
+    if b <= a {
+        return Err(bad("TO must be after FROM".into()));
+    }
+    Ok(Some((a, b)))
+}
+
+/// Writes the Gantt chart (SVG) and/or the Chrome trace (JSON) of a run.
 pub fn write_trace_outputs(
     scenario: &schedkit_core::Scenario,
     report: &Report,
@@ -39,13 +67,26 @@ pub fn write_trace_outputs(
     gantt: Option<&std::path::Path>,
     chrome: Option<&std::path::Path>,
 ) -> Result<()> {
+    write_trace_outputs_in(scenario, report, trace, end, gantt, chrome, None)
+}
+
+/// [`write_trace_outputs`] limited to `window` when given.
+pub fn write_trace_outputs_in(
+    scenario: &schedkit_core::Scenario,
+    report: &Report,
+    trace: &schedkit_core::TraceLog,
+    end: schedkit_core::Nanos,
+    gantt: Option<&std::path::Path>,
+    chrome: Option<&std::path::Path>,
+    window: Option<(Nanos, Nanos)>,
+) -> Result<()> {
     use anyhow::Context;
     if let Some(path) = gantt {
-        let svg = schedkit_render::gantt::render(scenario, report, trace, end);
+        let svg = schedkit_render::gantt::render_window(scenario, report, trace, end, window);
         std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = chrome {
-        let doc = schedkit_render::chrome::render(scenario, report, trace, end);
+        let doc = schedkit_render::chrome::render_window(scenario, report, trace, end, window);
         let f =
             std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?;
         serde_json::to_writer(std::io::BufWriter::new(f), &doc)

@@ -131,6 +131,14 @@ fn journal_lines(r: &Restored, out: &mut Vec<String>) {
         head += ", torn last line skipped (its change was never made)";
     }
     out.push(head);
+    for u in &r.undone {
+        if let journal::Entry::Attached { pid, comm, .. } = &u.entry {
+            out.push(format!(
+                "  process {pid} ({comm}) was attached (`run --pid`), not started by schedkit: \
+                 its settings are back, and it was left running"
+            ));
+        }
+    }
     for n in &r.corrupt_lines {
         out.push(format!(
             "  line {n}: corrupt (not an entry); the change it described cannot be undone"

@@ -15,7 +15,11 @@ use schedkit_core::trace::TraceLog;
 use schedkit_core::Nanos;
 use schedkit_linux::affinity::CpuSet;
 use schedkit_linux::engine::{self, RunOptions, RunOutcome, RunPolicy};
-use schedkit_linux::exclusive::{ExclusiveConfig, RtThrottle};
+use schedkit_linux::exclusive::RtThrottle;
+
+mod one;
+pub use one::OneArgs;
+use one::{attach, exclusive_config, request_of, wait_of};
 use schedkit_linux::perf::CounterKind;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -67,10 +71,13 @@ pub struct RunArgs {
     /// its SMT siblings.
     #[arg(long, value_name = "CPUS")]
     pub system_cores: Option<String>,
-    /// SCHED_FIFO/RR priority of job threads (exclusive default 99; fcfs/rr default 50 minus
-    /// the process' `priority`).
+    /// SCHED_FIFO/RR priority of job threads, 1..99 (exclusive default 99; fcfs/rr default
+    /// 50 minus the process' `priority`; with one command: needs --policy fifo or rr).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=99))]
     pub priority: Option<u32>,
+    /// One-command mode and work already running (boxed: clap keeps every flag inline).
+    #[command(flatten)]
+    pub one: Box<OneArgs>,
     /// RT throttling in exclusive mode (`kernel/sched_rt_runtime_us`).
     #[arg(long, value_enum, default_value = "keep")]
     pub rt_throttle: RtThrottleArg,
@@ -154,6 +161,11 @@ fn command_scenario(cmd: &[String], policy: PolicyName, horizon: Nanos) -> Scena
 }
 
 pub fn run(a: RunArgs) -> Result<(), Failure> {
+    let request = request_of(&a)?;
+    if a.one.pid.is_some() || a.one.cgroup.is_some() || a.one.unit.is_some() {
+        return attach(&a, request);
+    }
+    let oneshot = one::command_plan(&a, &request)?;
     let sample = Nanos::parse(&a.sample).map_err(|m| bad(format!("--sample: {m}")))?;
     if sample.0 == 0 || sample > Nanos::from_ms(10) {
         return Err(bad("--sample: must be between 1ns and 10ms"));
@@ -216,19 +228,13 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     if a.exclusive {
         scenario.policy.name = PolicyName::Exclusive;
     }
+    if let Some(c) = oneshot.as_ref().and_then(|p| p.cpus.as_ref()) {
+        // The command asked for these CPUs: the report's frame is theirs.
+        scenario.cores = c.len();
+    }
     let mut policy = RunPolicy::from_scenario(&scenario)?;
     match &mut policy {
-        RunPolicy::Exclusive(cfg) => {
-            *cfg = ExclusiveConfig {
-                system,
-                priority: a.priority.unwrap_or(99),
-                rt_throttle: match a.rt_throttle {
-                    RtThrottleArg::Keep => RtThrottle::Keep,
-                    RtThrottleArg::Off => RtThrottle::Off,
-                },
-                ..ExclusiveConfig::default()
-            }
-        }
+        RunPolicy::Exclusive(cfg) => *cfg = exclusive_config(&a, system, a.priority.unwrap_or(99)),
         RunPolicy::Fifo { priority } | RunPolicy::Rr { priority, .. } => *priority = a.priority,
         RunPolicy::Default
         | RunPolicy::Gang { .. }
@@ -242,20 +248,24 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
             "--system-cores and --rt-throttle apply to exclusive mode only (add --exclusive)",
         ));
     }
-    if a.priority.is_some() && !policy_takes_priority(&policy) {
+    // One command's --priority went into its plan (with --policy fifo or rr).
+    let oneshot_rt = oneshot.as_ref().is_some_and(|p| {
+        matches!(
+            p.class,
+            Some(
+                schedkit_linux::sched::Policy::Fifo { .. }
+                    | schedkit_linux::sched::Policy::Rr { .. }
+            )
+        )
+    });
+    if a.priority.is_some() && !policy_takes_priority(&policy) && !oneshot_rt {
         return Err(bad(
             "--priority: this run's policy does not use real-time priorities (it applies to \
              fcfs, rr and exclusive runs: add --exclusive, or give `policy.name = \"fcfs\"` \
              or `\"rr\"` in the scenario)",
         ));
     }
-    let wait = match a.wait.as_deref() {
-        None => None,
-        Some("forever") => Some(std::time::Duration::MAX),
-        Some(d) => Some(std::time::Duration::from_nanos(
-            Nanos::parse(d).map_err(|m| bad(format!("--wait: {m}")))?.0,
-        )),
-    };
+    let wait = wait_of(&a)?;
     if a.keep_running && (a.command.is_empty() || a.exclusive) {
         return Err(bad(
             "--keep-running: applies to one command run without --exclusive (`schedkit run \
@@ -292,6 +302,9 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
         opts.progress = Some(Box::new(move |f| b.set_position((f * 1000.0) as u64)));
     }
     opts.notice = Some(Box::new(|n| eprintln!("schedkit: {n}")));
+    if let Some(plan) = oneshot.filter(|p| !p.exclusive && *p != Default::default()) {
+        one::before_exec(&mut opts, plan, &a.command[0]);
+    }
     let outcome = engine::run(&scenario, opts)?;
     if let Some(b) = bar {
         b.finish_and_clear();

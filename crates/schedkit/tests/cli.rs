@@ -333,7 +333,8 @@ fn compare_runs_each_policy_and_rejects_unknown_ones() {
 #[test]
 fn fibers_gauss_json_chart_and_bad_options() {
     let dir = scratch();
-    let svg = dir.path().join("fg.svg");
+    let charts = dir.path().join("charts");
+    let svg = charts.join("fibers-gauss.svg");
     let out = schedkit_in(
         &[
             "experiment",
@@ -344,8 +345,8 @@ fn fibers_gauss_json_chart_and_bad_options() {
             "--threads",
             "32,128",
             "--json",
-            "--svg",
-            svg.to_str().unwrap(),
+            "--out",
+            charts.to_str().unwrap(),
         ],
         dir.path(),
     );
@@ -390,12 +391,17 @@ fn fibers_gauss_json_chart_and_bad_options() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(bad[0]), "{bad:?}: {stderr}");
     }
-    // Nothing but the requested chart (and its PNG rendering) was written.
-    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+    // Nothing but the chart (and its PNG rendering) was written, all of it under --out.
+    let mut names: Vec<String> = std::fs::read_dir(&charts)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    names.retain(|n| n != "fg.png");
-    assert_eq!(names, ["fg.svg"]);
+    names.retain(|n| n != "fibers-gauss.png");
+    assert_eq!(names, ["fibers-gauss.svg"]);
+    let top: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(top, ["charts"]);
 }

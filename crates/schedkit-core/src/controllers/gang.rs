@@ -98,7 +98,9 @@ struct Placed {
     row: usize,
     col: usize,
     width: usize,
-    pinned: BTreeSet<u64>,
+    /// Thread numbers (not handles: the simulator reuses a finished thread's slot, and the
+    /// kernel may reuse a TID, so a handle could make a new thread look pinned already).
+    pinned: BTreeSet<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,7 +143,8 @@ pub struct Gang {
     overhead: Option<ClusterOverhead>,
     stats: Arc<Mutex<GangStats>>,
     // Scratch, reused every tick.
-    live: BTreeMap<usize, Vec<u64>>,
+    /// Live threads per process as (thread number, id): columns go in thread-number order.
+    live: BTreeMap<usize, Vec<(usize, u64)>>,
 }
 
 impl Gang {
@@ -240,11 +243,18 @@ impl Controller for Gang {
         self.next_period
     }
 
+    fn emits(&self) -> &'static [crate::control::ActionKind] {
+        use crate::control::ActionKind;
+        &[ActionKind::Migrate, ActionKind::Stop, ActionKind::Resume]
+    }
     fn tick(&mut self, snap: &Snapshot, out: &mut Vec<Action>) {
         let now = snap.now;
         self.live.clear();
         for t in snap.threads {
-            self.live.entry(t.process).or_default().push(t.id);
+            self.live
+                .entry(t.process)
+                .or_default()
+                .push((t.index, t.id));
         }
         // Finished jobs free their columns.
         let gone: Vec<usize> = self
@@ -282,10 +292,10 @@ impl Controller for Gang {
                     pinned: BTreeSet::new(),
                 }
             });
-            for &id in ids.iter() {
-                if !job.pinned.contains(&id) {
+            for &(index, id) in ids.iter() {
+                if !job.pinned.contains(&index) {
                     let core = job.col + job.pinned.len() % job.width;
-                    job.pinned.insert(id);
+                    job.pinned.insert(index);
                     out.push(Action::Migrate { thread: id, core });
                 }
             }
@@ -357,6 +367,7 @@ mod tests {
                 v.push(ThreadView {
                     id: 100 * p as u64 + k,
                     process: p,
+                    index: k as usize,
                     group: None,
                     core: None,
                     weight: 1024,

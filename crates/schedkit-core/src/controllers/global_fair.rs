@@ -103,7 +103,7 @@ pub struct GlobalFair {
     ticks: u64,
     away: Vec<Away>,
     /// Previous shuttle of each core, for rotation.
-    last: Vec<Option<u64>>,
+    last: Vec<Option<(usize, usize)>>,
     load: Vec<u64>,
     nr: Vec<u64>,
     order: Vec<usize>,
@@ -204,11 +204,12 @@ impl GlobalFair {
         };
         let (co, cx) = (self.cap(owed), self.cap(other));
         let (mut lo, mut lx) = (0.0, (self.load[other] + lone.weight) as f64);
-        let mut back: Vec<(u64, f64, u64)> = snap
+        // Ties between equal weights and lags go by the engine-independent key, not the id.
+        let mut back: Vec<(u64, f64, (usize, usize), u64)> = snap
             .threads
             .iter()
             .filter(|t| t.runnable && t.core == Some(other))
-            .map(|t| (t.weight, self.lag(t.id), t.id))
+            .map(|t| (t.weight, self.lag(t.id), t.key(), t.id))
             .collect();
         back.sort_by(|a, b| {
             (a.0, a.1, a.2)
@@ -219,7 +220,7 @@ impl GlobalFair {
             thread: lone.id,
             core: other,
         }];
-        for (w, _, id) in back {
+        for (w, _, _, id) in back {
             let w = w as f64;
             let (now, then) = ((lo / co).max(lx / cx), ((lo + w) / co).max((lx - w) / cx));
             if then >= now {
@@ -308,9 +309,9 @@ impl GlobalFair {
         };
         let pick = on_owed()
             .filter(|t| t.weight == min_w)
-            .map(|t| (self.lag(t.id), t.id))
+            .map(|t| (self.lag(t.id), t.key(), t.id))
             .min_by(|x, y| x.partial_cmp(y).unwrap_or(std::cmp::Ordering::Equal));
-        if let Some((_, thread)) = pick {
+        if let Some((_, _, thread)) = pick {
             out.push(Action::Migrate {
                 thread,
                 core: ahead,
@@ -340,6 +341,10 @@ impl Controller for GlobalFair {
     }
     fn period(&self) -> Nanos {
         self.period
+    }
+    fn emits(&self) -> &'static [crate::control::ActionKind] {
+        use crate::control::ActionKind;
+        &[ActionKind::Migrate]
     }
     fn tick(&mut self, snap: &Snapshot, out: &mut Vec<Action>) {
         self.ticks += 1;
@@ -439,17 +444,20 @@ impl Controller for GlobalFair {
                 .map(|t| self.lag(t.id))
                 .fold(f64::INFINITY, f64::min);
             let prev = self.last[heavy];
+            // Rotation goes by the engine-independent key (process, thread number).
             let candidates = || {
                 on_heavy()
                     .filter(|t| t.weight == min_w && self.lag(t.id) <= most_ahead + 1e3)
-                    .map(|t| t.id)
+                    .map(|t| (t.key(), t.id))
             };
             let shuttle = candidates()
-                .filter(|&id| prev.is_none_or(|p| id > p))
+                .filter(|&(key, _)| prev.is_none_or(|p| key > p))
                 .min()
                 .or_else(|| candidates().min());
-            let Some(shuttle) = shuttle else { continue };
-            self.last[heavy] = Some(shuttle);
+            let Some((key, shuttle)) = shuttle else {
+                continue;
+            };
+            self.last[heavy] = Some(key);
             self.away.push(Away {
                 thread: shuttle,
                 home: heavy,
@@ -472,6 +480,7 @@ mod tests {
         ThreadView {
             id,
             process: id as usize,
+            index: 0,
             group: None,
             core: Some(core),
             weight,

@@ -98,6 +98,22 @@ pub fn cfs_imbalance(
     imbalance_pct: u32,
     min_weight: impl FnOnce() -> u64,
 ) -> Option<u128> {
+    let imbal_n = load_imbalance(busiest, local, total, cores, imbalance_pct)?;
+    // eq. 4.3 times 2n: 2 * imbal >= min_weight.
+    (2 * imbal_n >= min_weight() as u128 * cores as u128).then_some(imbal_n)
+}
+
+/// Eqs. 4.1-4.2 and the `imbalance_pct` gate of [`cfs_imbalance`] without eq. 4.3: the test
+/// of Linux 6.x's `find_busiest_group` / `calculate_imbalance` for overloaded one-CPU groups,
+/// which leaves the "is a thread light enough" question to `detach_tasks` (see the `eevdf`
+/// model). Returns `cores * Load_imbal`, or `None` when the queues count as balanced.
+pub fn load_imbalance(
+    busiest: u64,
+    local: u64,
+    total: u64,
+    cores: usize,
+    imbalance_pct: u32,
+) -> Option<u128> {
     let (b, l, t, n) = (busiest as u128, local as u128, total as u128, cores as u128);
     if cores < 2 || b <= l || 100 * b <= imbalance_pct as u128 * l {
         return None;
@@ -106,9 +122,7 @@ pub fn cfs_imbalance(
     if b * n <= t || t <= l * n {
         return None;
     }
-    let imbal_n = (b * n - t).min(t - l * n);
-    // eq. 4.3 times 2n: 2 * imbal >= min_weight.
-    (2 * imbal_n >= min_weight() as u128 * n).then_some(imbal_n)
+    Some((b * n - t).min(t - l * n))
 }
 
 #[cfg(test)]

@@ -44,6 +44,10 @@ impl Controller for Pfs {
     fn period(&self) -> Nanos {
         self.period
     }
+    fn emits(&self) -> &'static [crate::control::ActionKind] {
+        use crate::control::ActionKind;
+        &[ActionKind::SetWeight]
+    }
     fn tick(&mut self, snap: &Snapshot, out: &mut Vec<Action>) {
         runnable_per_process(snap, &mut self.count);
         for t in snap.threads.iter().filter(|t| t.runnable) {

@@ -51,6 +51,10 @@ impl Controller for Tenants {
     fn period(&self) -> Nanos {
         self.period
     }
+    fn emits(&self) -> &'static [crate::control::ActionKind] {
+        use crate::control::ActionKind;
+        &[ActionKind::SetWeight]
+    }
     fn tick(&mut self, snap: &Snapshot, out: &mut Vec<Action>) {
         runnable_per_process(snap, &mut self.count);
         self.member_weight.clear();

@@ -36,6 +36,10 @@ impl Controller for Tfps {
     fn period(&self) -> Nanos {
         self.period
     }
+    fn emits(&self) -> &'static [crate::control::ActionKind] {
+        use crate::control::ActionKind;
+        &[ActionKind::SetWeight]
+    }
     fn tick(&mut self, snap: &Snapshot, out: &mut Vec<Action>) {
         runnable_per_process(snap, &mut self.count);
         let n_op = snap.cores as u64;

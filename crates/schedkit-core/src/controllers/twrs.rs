@@ -45,6 +45,10 @@ impl Controller for Twrs {
     fn period(&self) -> Nanos {
         self.period
     }
+    fn emits(&self) -> &'static [crate::control::ActionKind] {
+        use crate::control::ActionKind;
+        &[ActionKind::SetWeight]
+    }
     fn tick(&mut self, snap: &Snapshot, out: &mut Vec<Action>) {
         let buckets = snap.cores + 1;
         let bucket = |c: Option<usize>| c.filter(|&c| c < snap.cores).unwrap_or(snap.cores);

@@ -239,6 +239,7 @@ pub fn chart(cells: &[Option<Cell>], array: &str) -> String {
         Axis::new("wall time", "s"),
         cats,
     );
+    c.legend_title = Some("configuration".into());
     let err = |v: &[(f64, f64)]| v.iter().map(|(m, ci)| (m - ci, m + ci)).collect::<Vec<_>>();
     c.series(
         BarSeries::new("D: default", time_d.iter().map(|x| x.0).collect())

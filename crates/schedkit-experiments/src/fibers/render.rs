@@ -150,6 +150,7 @@ pub fn chart(rows: &[Row], size: usize) -> String {
                 Axis::new("user threads", "").log(),
                 Axis::new("forward + backward time, median", "s").log(),
             );
+            ch.legend_title = Some("architecture".into());
             for arch in &archs {
                 let pts: Vec<(f64, f64)> = rows
                     .iter()

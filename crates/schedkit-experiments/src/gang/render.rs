@@ -55,6 +55,7 @@ pub fn real_chart(p: &RealPart) -> String {
         Axis::new("gang quantum", "ms"),
         Axis::new("rate, % of the job alone", "%"),
     );
+    c.legend_title = Some("policy: job".into());
     let gang: Vec<_> = p.rows.iter().filter(|r| r.quantum_ms.is_some()).collect();
     for (j, job) in ["a", "b"].iter().enumerate() {
         c.series(Series::new(
@@ -110,9 +111,11 @@ pub fn sim_table(p: &SimPart) -> String {
 pub fn sim_chart(p: &SimPart) -> String {
     let mut c = LineChart::new(
         "Gang scheduling on a simulated 64-node cluster: slowdown vs time slice",
-        Axis::new("time slice", "ms"),
+        // 10, 100, 1000 ms: a decade each, so a log axis spaces them evenly.
+        Axis::new("time slice", "ms").log(),
         Axis::new("slowdown against free switches", "%"),
     );
+    c.legend_title = Some("communication pattern".into());
     for pattern in Pattern::ALL.iter() {
         c.series(Series::new(
             pattern.as_str(),

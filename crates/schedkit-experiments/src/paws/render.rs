@@ -231,6 +231,8 @@ fn chart(
         Axis::new(y, "per task set"),
         cats,
     );
+    c.legend_title = Some("policy".into());
+    c.no_data = Some("no policy ran in this engine".into());
     for (e, &(en, p)) in r.plan.engines.iter().enumerate() {
         if en == engine {
             c.series(BarSeries::new(

@@ -50,6 +50,10 @@ pub struct BarChart {
     pub reference: Option<(String, Vec<f64>)>,
     /// Legend name of the per-bar marks of the series (see [`BarSeries::with_marks`]).
     pub marks_label: String,
+    /// What the legend's entries are ("policy"), written before them.
+    pub legend_title: Option<String>,
+    /// Why there is no data, shown under the "no data" note when there are no bars.
+    pub no_data: Option<String>,
 }
 
 impl BarChart {
@@ -62,6 +66,8 @@ impl BarChart {
             series: Vec::new(),
             reference: None,
             marks_label: "reference".into(),
+            legend_title: None,
+            no_data: None,
         }
     }
 
@@ -108,7 +114,13 @@ impl Chart for BarChart {
                 line: true,
             });
         }
-        let top = header(svg, area, &self.title, &legend);
+        let top = header_titled(
+            svg,
+            area,
+            &self.title,
+            self.legend_title.as_deref(),
+            &legend,
+        );
         let n = self.categories.len().max(1) as f64;
         let plot_w = area.w - 70.0 - 25.0;
         let slot = plot_w / n;
@@ -168,6 +180,10 @@ impl Chart for BarChart {
                     &color(si),
                     Some(tip.trim_end()),
                 );
+                // A zero bar has no height: say 0 so it does not read as missing.
+                if v == 0.0 {
+                    svg.text(x + bar_w / 2.0, zero - 4.0, "0", TICK_FONT, Anchor::Middle);
+                }
                 if let Some(marks) = &s.marks {
                     let my = ys.map(marks[ci]);
                     svg.line(x - 1.0, my, x + bar_w, my, "#111111", 2.0);
@@ -202,6 +218,9 @@ impl Chart for BarChart {
             LABEL_FONT,
             Anchor::Middle,
         );
+        if self.series.is_empty() || self.categories.is_empty() {
+            no_data(svg, plot, self.no_data.as_deref());
+        }
         svg.frame(plot.x, plot.y, plot.w, plot.h, AXIS_COLOR);
     }
 }

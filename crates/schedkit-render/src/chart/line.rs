@@ -37,6 +37,10 @@ pub struct LineChart {
     /// Whether the y axis starts at zero (default true: most of our quantities are >= 0 and
     /// a truncated axis exaggerates differences).
     pub y_from_zero: bool,
+    /// What the legend's entries are ("policy"), written before them.
+    pub legend_title: Option<String>,
+    /// Why there is no data, shown under the "no data" note when no series has a point.
+    pub no_data: Option<String>,
 }
 
 impl LineChart {
@@ -47,6 +51,8 @@ impl LineChart {
             y,
             series: Vec::new(),
             y_from_zero: true,
+            legend_title: None,
+            no_data: None,
         }
     }
 
@@ -64,7 +70,13 @@ impl Chart for LineChart {
             .enumerate()
             .map(|(i, s)| LegendEntry::new(&s.name, &color(i)))
             .collect();
-        let top = header(svg, area, &self.title, &legend);
+        let top = header_titled(
+            svg,
+            area,
+            &self.title,
+            self.legend_title.as_deref(),
+            &legend,
+        );
         let plot = Rect {
             x: area.x + 70.0,
             y: top + 6.0,
@@ -108,6 +120,9 @@ impl Chart for LineChart {
             for (x, y) in pts {
                 svg.circle(x, y, 3.5, &c);
             }
+        }
+        if self.series.iter().all(|s| s.points.is_empty()) {
+            no_data(svg, plot, self.no_data.as_deref());
         }
         svg.frame(plot.x, plot.y, plot.w, plot.h, AXIS_COLOR);
     }

@@ -98,6 +98,17 @@ pub fn grid(title: &str, charts: &[&dyn Chart], cols: usize, panel_w: f64, panel
 
 /// Draws the title and legend at the top of `area`; returns the y where the plot may start.
 fn header(svg: &mut Svg, area: Rect, title: &str, legend: &[LegendEntry]) -> f64 {
+    header_titled(svg, area, title, None, legend)
+}
+
+/// [`header`] with the legend's own title (what its entries are) before its first entry.
+fn header_titled(
+    svg: &mut Svg,
+    area: Rect,
+    title: &str,
+    legend_title: Option<&str>,
+    legend: &[LegendEntry],
+) -> f64 {
     let mut y = area.y + 10.0;
     svg.text_rot(
         area.x + area.w / 2.0,
@@ -110,9 +121,36 @@ fn header(svg: &mut Svg, area: Rect, title: &str, legend: &[LegendEntry]) -> f64
     );
     y += TITLE_FONT + 10.0;
     if !legend.is_empty() {
-        y += draw_legend(svg, legend, area.x + 60.0, y, area.w - 80.0) + 6.0;
+        let mut x = area.x + 60.0;
+        let mut w = area.w - 80.0;
+        if let Some(t) = legend_title {
+            let t = format!("{t}:");
+            svg.text_rot(x, y + 13.0, &t, LEGEND_FONT, Anchor::Start, true, 0.0);
+            let tw = text_width(&t, LEGEND_FONT) * 1.1 + 10.0;
+            x += tw;
+            w -= tw;
+        }
+        y += draw_legend(svg, legend, x, y, w) + 6.0;
     }
     y
+}
+
+/// The "no data" note in the middle of an empty plot, with why when known: an empty plot
+/// without it reads as a drawing bug, or as zeros.
+fn no_data(svg: &mut Svg, plot: Rect, why: Option<&str>) {
+    let (cx, cy) = (plot.x + plot.w / 2.0, plot.y + plot.h / 2.0);
+    svg.text_rot(
+        cx,
+        cy,
+        "no data",
+        LABEL_FONT + 3.0,
+        Anchor::Middle,
+        true,
+        0.0,
+    );
+    if let Some(w) = why {
+        svg.text(cx, cy + 22.0, w, TICK_FONT, Anchor::Middle);
+    }
 }
 
 /// A linear mapping from data values to pixels.
@@ -235,8 +273,12 @@ fn x_axis(svg: &mut Svg, plot: Rect, axis: &Axis, lo: f64, hi: f64) -> Scale {
     scale
 }
 
-/// A vertical error bar from `lo` to `hi` (pixels) at `x`, with caps.
+/// A vertical error bar from `lo` to `hi` (pixels) at `x`, with caps; nothing where the
+/// bounds coincide (no spread measured: caps there would claim an interval).
 fn error_bar(svg: &mut Svg, x: f64, lo: f64, hi: f64, cap: f64) {
+    if (hi - lo).abs() < 0.01 {
+        return;
+    }
     svg.line(x, lo, x, hi, "#222222", 1.2);
     svg.line(x - cap, lo, x + cap, lo, "#222222", 1.2);
     svg.line(x - cap, hi, x + cap, hi, "#222222", 1.2);

@@ -38,14 +38,19 @@
 //!   a new thread goes to the core with the fewest runnable threads (then the least load, the
 //!   lower index); a waking one to its previous core if that is idle, else to the first idle
 //!   core it may use, else back to its previous core (`select_idle_sibling` on one LLC). A
-//!   core that runs out of work pulls a waiting thread at once (newidle balance); every
-//!   `balance_interval` busy cores balance weighted load with `cfs_imbalance` (the test the
-//!   `cfs` model uses, with `imbalance_pct`). A moved thread keeps its lag and its relative
-//!   deadline (the kernel's migration path since 6.12).
+//!   core that runs out of work pulls a waiting thread at once (newidle balance); idle cores
+//!   balance every `balance_interval`, busy ones `busy_factor` (16) times less often than the
+//!   kernel's domain interval of one millisecond per CPU (2 CPUs: every 32 ms); they balance
+//!   weighted load (`load_imbalance`: eqs. 4.1-4.2 and
+//!   `imbalance_pct`, as `calculate_imbalance` for overloaded groups), moving waiting threads
+//!   whose load, halved once per earlier failed balance (`nr_balance_failed`), fits in the
+//!   imbalance (`detach_tasks`). A moved thread keeps its lag and its relative deadline (the
+//!   kernel's migration path since 6.12).
 //!
 //! # Left out
-//! PELT: loads are the weights of the runnable threads now, not decayed averages; no
-//! `nr_balance_failed` escalation or active balancing; no NUMA, SMT or capacity asymmetry; no
+//! PELT: loads are the weights of the runnable threads now, not decayed averages; no active
+//! balancing (moving a running thread after `cache_nice_tries + 2` failures: only waiting
+//! threads move); busy and idle cores balance at the same interval; no NUMA, SMT or capacity asymmetry; no
 //! cgroup hierarchy (every thread is a task entity of the root); no custom slices
 //! (`sched_attr`), PREEMPT_SHORT or NEXT_BUDDY (off by default); no `sched_yield`. Ticks of all
 //! cores are aligned at multiples of `tick`.
@@ -60,7 +65,7 @@
 //! past ineligible threads with earlier deadlines, which with mixed weights are few.
 
 use crate::policy::{Ctx, Dispatcher, Enqueue, ThreadState};
-use schedkit_core::controllers::cfs_imbalance;
+use schedkit_core::controllers::load_imbalance;
 use schedkit_core::scenario::PolicySpec;
 use schedkit_core::trace::Slot;
 use schedkit_core::Nanos;
@@ -91,6 +96,9 @@ struct Ent {
     at: At,
     /// Its key in the tree while queued or delayed.
     ticket: u64,
+    /// When it was last picked, as a count of picks: balancing looks at the least recently
+    /// picked threads first, as the kernel walks `rq->cfs_tasks` from its tail.
+    picked: u64,
 }
 
 const OFF: Ent = Ent {
@@ -103,6 +111,7 @@ const OFF: Ent = Ent {
     core: 0,
     at: At::Off,
     ticket: 0,
+    picked: 0,
 };
 
 #[derive(Default)]
@@ -126,6 +135,11 @@ pub struct Eevdf {
     ents: Vec<Ent>,
     rqs: Vec<RunQueue>,
     ticket: u64,
+    /// Picks so far, all cores together (stamps `Ent::picked`).
+    picks: u64,
+    /// Balance rounds so far, and how many of them pass between two balances of a busy core.
+    rounds: u64,
+    busy_every: u64,
     /// Runnable threads waiting in trees, all cores together.
     waiting: usize,
     total_load: u64,
@@ -133,6 +147,10 @@ pub struct Eevdf {
     tick: u64,
     balance_interval: Nanos,
     imbalance_pct: u32,
+    /// Each core's `nr_balance_failed`: periodic balances in a row that found an imbalance
+    /// and moved nothing. Each failure halves the load a thread counts as when it is checked
+    /// against the imbalance (`detach_tasks`' `shr_bound(load, nr_balance_failed)`).
+    failed: Vec<u32>,
     to_check: Vec<usize>,
     #[cfg(test)]
     log: Vec<PickLog>,
@@ -147,6 +165,17 @@ pub fn slice_factor(cores: usize) -> u64 {
     1 + cores.clamp(1, 8).ilog2() as u64
 }
 
+/// The kernel's `busy_factor`: a CPU that has work balances this many times less often.
+const BUSY_FACTOR: u64 = 16;
+
+/// Balance rounds between two balances of a busy core: `get_sd_balance_interval` for a busy
+/// CPU, `sd_weight` ms (the domain's CPU count, `sd_init`) times [`BUSY_FACTOR`], in units
+/// of the round (`balance_interval`), at least one. 2 CPUs, 4 ms rounds: every 8th round.
+fn busy_every(cores: usize, round: Nanos) -> u64 {
+    let busy = BUSY_FACTOR * cores as u64 * Nanos::from_ms(1).0;
+    (busy / round.0.max(1)).max(1)
+}
+
 /// `delta * 1024 / weight` (the kernel's `calc_delta_fair`).
 fn delta_fair(delta: u64, w: u64) -> i64 {
     (delta as u128 * NICE_0_LOAD as u128 / w.max(1) as u128) as i64
@@ -158,12 +187,16 @@ impl Eevdf {
             ents: Vec::new(),
             rqs: (0..cores).map(|_| RunQueue::default()).collect(),
             ticket: 0,
+            picks: 0,
+            rounds: 0,
+            busy_every: busy_every(cores, spec.balance_interval),
             waiting: 0,
             total_load: 0,
             slice: spec.min_granularity.0 * slice_factor(cores),
             tick: spec.tick.0.max(1),
             balance_interval: spec.balance_interval,
             imbalance_pct: spec.imbalance_pct,
+            failed: vec![0; cores],
             to_check: Vec::with_capacity(cores),
             #[cfg(test)]
             log: Vec::new(),
@@ -411,25 +444,25 @@ impl Eevdf {
         self.ents[s as usize].at == At::Queued && ctx.thread(s).allowed_on(k)
     }
 
-    /// The waiting (not delayed) thread of `core` with the latest deadline that may run on
-    /// `k`.
+    /// The waiting (not delayed) thread of `core` picked least recently that may run on `k`
+    /// (`detach_one_task`: the tail of `cfs_tasks`).
     fn first_movable(&self, ctx: &Ctx, core: usize, k: usize) -> Option<Slot> {
-        let tree = &self.rqs[core].tree;
-        tree.iter()
-            .rev()
-            .map(|x| x.2)
-            .find(|&s| self.can_move(ctx, s, k))
+        self.movable(ctx, core, k).first().copied()
     }
 
-    /// Every waiting (not delayed) thread of `core` that may run on `k`, latest deadline
-    /// first.
+    /// Every waiting (not delayed) thread of `core` that may run on `k`, least recently
+    /// picked first (the kernel moves a task to the head of `cfs_tasks` when it is picked and
+    /// `detach_tasks` walks from the tail: cache-cold threads, which have waited longest and
+    /// so carry positive lag, move first). Ties (never picked) by deadline, then ticket.
     fn movable(&self, ctx: &Ctx, core: usize, k: usize) -> Vec<Slot> {
-        let tree = &self.rqs[core].tree;
-        tree.iter()
-            .rev()
-            .map(|x| x.2)
-            .filter(|&s| self.can_move(ctx, s, k))
-            .collect()
+        let mut v: Vec<(u64, i64, u64, Slot)> = self.rqs[core]
+            .tree
+            .iter()
+            .filter(|x| self.can_move(ctx, x.2, k))
+            .map(|&(d, t, s)| (self.ents[s as usize].picked, d, t, s))
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|x| x.3).collect()
     }
 
     /// Newidle balance: one waiting thread `k` may run, from the most loaded queue having one.
@@ -445,43 +478,42 @@ impl Eevdf {
         false
     }
 
-    /// Periodic balance of busy core `k` against the busiest queue, by weighted load.
+    /// Periodic balance of busy core `k` against the busiest queue, by weighted load
+    /// (`sched_balance_rq`): a waiting thread moves when its load, halved once per earlier
+    /// failed balance of `k`, fits in what is left of the imbalance (`detach_tasks`,
+    /// migrate_load). A balance that finds an imbalance and moves nothing counts as failed; a
+    /// balanced pair or a move resets the count. So the thesis's 4.2.2 case (1024 against
+    /// 4 x 335, imbalance 158) moves a 335 thread at the third balance, where seed 004's CFS
+    /// (eq. 4.3) never moves it.
     fn pull_from(&mut self, ctx: &Ctx, k: usize, b: usize) {
         let cores = self.rqs.len();
-        let min_w = || {
-            let rq = &self.rqs[b];
-            rq.tree
-                .iter()
-                .map(|x| x.2)
-                .chain(rq.curr)
-                .filter(|&s| self.ents[s as usize].at != At::Delayed)
-                .map(|s| self.ents[s as usize].weight)
-                .min()
-                .unwrap_or(u64::MAX)
-        };
-        let Some(imbal_n) = cfs_imbalance(
+        let Some(imbal_n) = load_imbalance(
             self.rqs[b].load,
             self.rqs[k].load,
             self.total_load,
             cores,
             self.imbalance_pct,
-            min_w,
         ) else {
+            self.failed[k] = 0;
             return;
         };
         let cand = self.movable(ctx, b, k);
+        let shift = self.failed[k].min(63);
         let (n, mut rem) = (cores as i128, imbal_n as i128);
+        let mut moved = false;
         for s in cand {
             if rem <= 0 {
                 break;
             }
             let w = self.ents[s as usize].weight as i128;
-            if w * n / 2 > rem {
+            if (w >> shift) * n > rem {
                 continue;
             }
             self.move_to(s, k);
+            moved = true;
             rem -= w * n;
         }
+        self.failed[k] = if moved { 0 } else { self.failed[k] + 1 };
     }
 
     /// `check_preempt_wakeup_fair` for the threads `placed` on `core` while `curr` runs.
@@ -586,6 +618,8 @@ impl Dispatcher for Eevdf {
             self.log.push((ctx.now.0, slot, lags));
         }
         self.erase(slot);
+        self.picks += 1;
+        self.ents[slot as usize].picked = self.picks;
         self.ents[slot as usize].at = At::Running;
         self.rqs[core].curr = Some(slot);
         Some(slot)
@@ -638,6 +672,7 @@ impl Dispatcher for Eevdf {
 
     fn balance(&mut self, ctx: &Ctx) {
         self.settle_all(ctx);
+        self.rounds += 1;
         if self.waiting == 0 {
             return;
         }
@@ -656,7 +691,7 @@ impl Dispatcher for Eevdf {
             let before = self.waiting_on(b);
             if self.is_idle(ctx, k) {
                 self.idle_pull(ctx, k);
-            } else {
+            } else if self.rounds.is_multiple_of(self.busy_every) {
                 self.pull_from(ctx, k, b);
             }
             if self.waiting_on(b) != before {

@@ -193,3 +193,43 @@ fn two_cores_take_a_thread_each_and_an_idle_core_pulls() {
         assert_eq!(t.cpu_ns, 200_000_000);
     }
 }
+
+/// Seed 004's 4.2.2 case: one nice-0 thread beside four nice-5 threads on two cores.
+const FOUR_TWO_TWO: &str = "cores = 2\n[policy]\nname = \"POLICY\"\n[run]\nhorizon = \"3s\"\n\
+     [[process]]\nname = \"n0\"\n[[process]]\nname = \"n5\"\nnice = 5\nthreads = 4\n";
+
+#[test]
+fn failed_balances_escalate_until_a_light_thread_moves() {
+    // Loads 1024 against 4 x 335 = 1340: the imbalance is 158, below a 335 thread's load,
+    // so seed 004's CFS (eq. 4.3) never moves anything and the nice-0 thread keeps a core.
+    let cfs = run(&FOUR_TWO_TWO.replace("POLICY", "cfs"));
+    assert_eq!(cfs.processes[0].cpu_ns, 3_000_000_000);
+    // The 6.x balancer halves a thread's load once per failed balance: at the third busy
+    // balance a 335 thread (167 >> 1 = 83 <= 158) moves, and the nice-5 threads then shuttle
+    // between the cores, so the nice-0 thread shares its core part of the time. Its share
+    // of the two cores falls from 50 % towards its weight's 1024 / 2364 = 43.3 %.
+    let eevdf = run(&FOUR_TWO_TWO.replace("POLICY", "eevdf"));
+    let share = eevdf.processes[0].cpu_ns as f64 / 6e9;
+    assert!(share < 0.49 && share > 0.40, "nice-0 share {share}");
+    assert!(eevdf.summary.migrations > 3, "{}", eevdf.summary.migrations);
+}
+
+#[test]
+fn busy_cores_balance_busy_factor_times_less_often() {
+    // get_sd_balance_interval: sd_weight ms x busy_factor 16, in rounds of balance_interval.
+    let e = Eevdf::new(
+        &Scenario::parse(
+            "t.toml",
+            "cores = 2\n[policy]\nname = \"eevdf\"\n[[process]]\nname = \"p\"\n",
+        )
+        .expect("scenario")
+        .policy,
+        2,
+    );
+    assert_eq!(
+        e.busy_every, 8,
+        "2 CPUs, 4 ms rounds: a busy core balances every 32 ms"
+    );
+    assert_eq!(busy_every(64, Nanos::from_ms(4)), 256);
+    assert_eq!(busy_every(1, Nanos::from_ms(100)), 1);
+}

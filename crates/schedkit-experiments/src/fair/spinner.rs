@@ -1,7 +1,10 @@
-//! The busy process: this binary re-run with the hidden `--spinner PLAN` flag, spinning `N`
-//! threads (or changing the count at given times).
+//! The busy process: the helper executable re-run with the hidden `--spinner PLAN` flag,
+//! spinning `N` threads (or changing the count at given times). The binary calls [`spinner`]
+//! when it sees the flag.
 
-use super::*;
+use schedkit_core::Nanos;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Parses a spinner plan: `N` or `N,M@T[,K@U...]` (thread counts from each time on).
 pub fn parse_plan(plan: &str) -> Result<Vec<(Nanos, u32)>, String> {
@@ -27,7 +30,7 @@ pub fn parse_plan(plan: &str) -> Result<Vec<(Nanos, u32)>, String> {
     Ok(out)
 }
 
-pub(super) fn spin_chunk(x: &mut u64) {
+fn spin_chunk(x: &mut u64) {
     for _ in 0..20_000 {
         *x ^= *x << 13;
         *x ^= *x >> 7;
@@ -39,7 +42,7 @@ pub(super) fn spin_chunk(x: &mut u64) {
 /// Busy threads following `plan`, until killed (or the parent dies). The main thread spins
 /// too, so the process has exactly the planned number of threads and none sleeps (a sleeping
 /// thread would count in the per-thread waiting averages).
-pub(super) fn spinner(plan: &[(Nanos, u32)]) -> ! {
+pub fn spinner(plan: &[(Nanos, u32)]) -> ! {
     use std::sync::atomic::{AtomicBool, Ordering};
     schedkit_linux::spawn::die_with_parent();
     let start = Instant::now();

@@ -1,196 +1,216 @@
 //! `schedkit experiment greedy` (seed 004, 3.6): greedy processes of 1, 8 and 50 threads;
-//! the thread-count change; the controllers' cost.
+//! the thread-count change; the controllers' cost. Scenarios: `examples/fair/greedy-50.toml`
+//! and `examples/fair/controller-cost.toml`.
 
+use super::measure::{By, Track, TOL};
+use super::scenario::{self, Overrides};
 use super::*;
+use crate::stats::median;
+use schedkit_render::chart::{Axis, Chart, LineChart, Series};
+use schedkit_render::table::table;
 
-pub(super) const GREEDY_REAL: [PolicyName; 4] = [
+pub const GREEDY_REAL: [PolicyName; 4] = [
     PolicyName::Default,
     PolicyName::ProcessFair,
     PolicyName::Pfs,
     PolicyName::Twrs,
 ];
-pub(super) const GREEDY_SIM: [PolicyName; 4] = [
+pub const GREEDY_SIM: [PolicyName; 4] = [
     PolicyName::Cfs,
     PolicyName::Pfs,
     PolicyName::Tfps,
     PolicyName::Twrs,
 ];
+/// The policies whose controller cost is measured (real runs only).
+pub const COST_POLICIES: [PolicyName; 6] = [
+    PolicyName::Default,
+    PolicyName::ProcessFair,
+    PolicyName::Pfs,
+    PolicyName::Tfps,
+    PolicyName::Twrs,
+    PolicyName::GlobalFair,
+];
 
-pub fn greedy(a: GreedyArgs) -> Result<(), Failure> {
-    let c = &a.common;
-    let s = setup(c, Nanos::from_ms(100))?;
-    if a.c_threads == 0 || a.c_threads > 1000 {
-        return Err(bad("--c-threads: between 1 and 1000".into()));
-    }
-    let change_at = Nanos(s.horizon.0 / 2);
-    let (rows, cost_h) = greedy_runs(&a, &s, change_at)?;
+/// What `experiment greedy` runs.
+#[derive(Clone, Debug)]
+pub struct GreedyOptions {
+    pub common: FairOptions,
+    /// Threads of process C (1..=1000).
+    pub c_threads: u32,
+}
 
-    let json = serde_json::json!({
-        "experiment": "greedy", "horizon_s": s.horizon.0 as f64 / 1e9, "repeat": s.repeat,
-        "period_ms": s.period.0 as f64 / 1e6, "nice_offset": c.nice, "c_threads": a.c_threads,
-        "change_at_s": change_at.0 as f64 / 1e9, "tolerance_pp": TOL * 100.0, "rows": rows_json(&rows),
-    });
-    let jp = write_out(c, "greedy", &json)?;
-    let svg1 = c.out.join("greedy-shares.svg");
-    let svg2 = c.out.join("greedy-change.svg");
-    greedy_charts(&rows, &svg1, &svg2, a.c_threads)?;
-    if c.json {
-        println!("{json}");
-        return Ok(());
-    }
-    print_steady(&a, &s, &rows);
-    print_change(&a, &rows, change_at);
-    print_cost(c, &rows, cost_h);
-    print_targets(&rows);
-    println!(
-        "\nwrote {}, {} and {}",
-        jp.display(),
-        svg1.display(),
-        svg2.display()
-    );
-    Ok(())
+/// What it measured.
+#[derive(Clone, Debug)]
+pub struct GreedyResult {
+    pub setup: Setup,
+    pub c_threads: u32,
+    /// When C changes its thread count (mid-run).
+    pub change_at: Nanos,
+    /// Length of the controller-cost runs.
+    pub cost_horizon: Nanos,
+    /// Rows of the configurations `steady`, `change` and `cost`.
+    pub rows: Vec<Row>,
 }
 
 /// Runs every configuration: the steady state (simulated and real), the thread-count change
-/// (real) and the controllers' cost (real). Returns the rows and the cost runs' length.
-fn greedy_runs(a: &GreedyArgs, s: &Setup, change_at: Nanos) -> Result<(Vec<Row>, Nanos), Failure> {
-    let c = &a.common;
+/// (real) and the controllers' cost (real).
+pub fn run(
+    o: &GreedyOptions,
+    machine: &dyn Machine,
+    prog: &dyn Progress,
+) -> Result<GreedyResult, Error> {
+    let file = scenario::GREEDY.parse()?;
+    let s = setup(&o.common, file.policy.period)?;
+    if o.c_threads == 0 || o.c_threads > 1000 {
+        return Err(Error::bad_option(
+            "c-threads",
+            &o.c_threads.to_string(),
+            "between 1 and 1000",
+        ));
+    }
+    let change_at = Nanos(s.horizon.0 / 2);
+    let exe = machine.helper_exe()?;
     let n_real = if s.real { GREEDY_REAL.len() } else { 0 };
-    let cost_policies: Vec<PolicyName> = vec![
-        PolicyName::Default,
-        PolicyName::ProcessFair,
-        PolicyName::Pfs,
-        PolicyName::Tfps,
-        PolicyName::Twrs,
-        PolicyName::GlobalFair,
-    ];
     let n_cost = if s.real {
-        cost_policies.len() * s.repeat
+        COST_POLICIES.len() * s.repeat
     } else {
         0
     };
-    let prog = Progress::new(GREEDY_SIM.len() + n_real * s.repeat * 2 + n_cost);
-    let (h, period) = (s.horizon, s.period);
-    let ct = a.c_threads;
-    let build = move |p: PolicyName, cores: usize| {
-        scenario(
-            "greedy",
-            p,
-            period,
-            cores,
-            h,
-            &[
-                busy("A", "1", 0, None),
-                busy("B", "8", 0, None),
-                busy("C", &ct.to_string(), 0, None),
-            ],
-            &[],
-        )
+    prog.start((GREEDY_SIM.len() + n_real * s.repeat * 2 + n_cost) as u64);
+    let c_plan = [("C", o.c_threads.to_string())];
+    let steady = Overrides {
+        policy: PolicyName::Default,
+        period: Some(s.period),
+        cores: None,
+        horizon: s.horizon,
+        nice: s.nice,
+        plans: &c_plan,
+        exe: &exe,
     };
+    let build = |p, cores| scenario::load(&scenario::GREEDY, &steady.with(p, cores));
     let mut rows = run_rows(
-        s,
-        c,
-        "steady",
-        &GREEDY_SIM,
-        &GREEDY_REAL,
-        &build,
-        By::Process,
-        None,
-        None,
-        false,
-        &prog,
+        &s,
+        Config {
+            name: "steady",
+            sim: &GREEDY_SIM,
+            real: &GREEDY_REAL,
+            build: &build,
+            by: By::Process,
+            track: None,
+            ctl: None,
+            perf: false,
+        },
+        machine,
+        prog,
     )?;
     // The thread-count change: C runs 1 thread, then `c_threads` from mid-run on.
-    let plan = format!("1,{}@{}ms", a.c_threads, change_at.0 / 1_000_000);
-    let build_change = move |p: PolicyName, cores: usize| {
-        scenario(
-            "greedy (C changes its thread count)",
-            p,
-            period,
-            cores,
-            h,
-            &[
-                busy("A", "1", 0, None),
-                busy("B", "8", 0, None),
-                busy("C", &plan, 0, None),
-            ],
-            &[],
-        )
+    let change_plan = [(
+        "C",
+        format!("1,{}@{}ms", o.c_threads, change_at.0 / 1_000_000),
+    )];
+    let change = Overrides {
+        plans: &change_plan,
+        ..steady.clone()
     };
+    let build_change = |p, cores| scenario::load(&scenario::GREEDY, &change.with(p, cores));
     let track = Track {
         entity: 2,
         change: change_at,
         target: 1.0 / 3.0,
     };
-    let change_rows = run_rows(
-        s,
-        c,
-        "change",
-        &[],
-        &GREEDY_REAL,
-        &build_change,
-        By::Process,
-        Some(track),
-        None,
-        false,
-        &prog,
-    )?;
-    // Controller cost: 100 busy threads (4 processes of 25), each policy vs default.
-    let cost_h = if c.quick {
+    rows.extend(run_rows(
+        &s,
+        Config {
+            name: "change",
+            sim: &[],
+            real: &GREEDY_REAL,
+            build: &build_change,
+            by: By::Process,
+            track: Some(track),
+            ctl: None,
+            perf: false,
+        },
+        machine,
+        prog,
+    )?);
+    // Controller cost: 100 busy threads (4 processes of 25), each policy vs default, at the
+    // file's period whatever --period says.
+    let cost_horizon = if o.common.quick {
         Nanos::from_secs(1)
     } else {
         Nanos::from_secs(5)
     };
-    let build_cost = move |p: PolicyName, cores: usize| {
-        scenario(
-            "controller cost",
-            p,
-            Nanos::from_ms(100),
-            cores,
-            cost_h,
-            &[
-                busy("P1", "25", 0, None),
-                busy("P2", "25", 0, None),
-                busy("P3", "25", 0, None),
-                busy("P4", "25", 0, None),
-            ],
-            &[],
-        )
+    let cost = Overrides {
+        period: None,
+        horizon: cost_horizon,
+        plans: &[],
+        ..steady.clone()
     };
-    let cost_rows = run_rows(
-        s,
-        c,
-        "cost",
-        &[],
-        &cost_policies,
-        &build_cost,
-        By::Process,
-        None,
-        None,
-        false,
-        &prog,
-    )?;
-    prog.bar.finish_and_clear();
-    rows.extend(change_rows);
-    rows.extend(cost_rows);
-    Ok((rows, cost_h))
+    let build_cost = |p, cores| scenario::load(&scenario::CONTROLLER_COST, &cost.with(p, cores));
+    rows.extend(run_rows(
+        &s,
+        Config {
+            name: "cost",
+            sim: &[],
+            real: &COST_POLICIES,
+            build: &build_cost,
+            by: By::Process,
+            track: None,
+            ctl: None,
+            perf: false,
+        },
+        machine,
+        prog,
+    )?);
+    prog.finish();
+    Ok(GreedyResult {
+        setup: s,
+        c_threads: o.c_threads,
+        change_at,
+        cost_horizon,
+        rows,
+    })
+}
+
+/// `greedy.json`.
+pub fn json(r: &GreedyResult) -> serde_json::Value {
+    json_doc(
+        "greedy",
+        &r.setup,
+        &r.rows,
+        serde_json::json!({
+            "c_threads": r.c_threads, "change_at_s": r.change_at.0 as f64 / 1e9,
+            "tolerance_pp": TOL * 100.0,
+        }),
+    )
+}
+
+/// The tables and the targets, as printed.
+pub fn text(r: &GreedyResult) -> String {
+    let mut out = String::new();
+    steady_text(&mut out, r);
+    change_text(&mut out, r);
+    cost_text(&mut out, r);
+    targets_text(&mut out, &r.rows);
+    out
 }
 
 /// The steady-state table: shares, gaps, waiting and lag per engine and policy.
-fn print_steady(a: &GreedyArgs, s: &Setup, rows: &[Row]) {
-    let c = &a.common;
-    println!(
+fn steady_text(out: &mut String, r: &GreedyResult) {
+    let (s, rows) = (&r.setup, &r.rows);
+    outln!(
+        out,
         "Greedy processes (seed 004, 3.6): A = 1, B = 8, C = {} busy threads, {} s, {} real CPU(s) / 2 simulated cores, \
          period {} ms; real: mean ± 95 % CI over {} repeat(s); CPUU = % of the job's CPU time (the machine's, when nothing else runs); GPS = process-fair ideal\n",
-        a.c_threads,
+        r.c_threads,
         s.horizon.0 as f64 / 1e9,
         s.cores_real,
         s.period.0 / 1_000_000,
         s.repeat
     );
-    nice_note(c);
+    out.push_str(&nice_note(s));
     let steady: Vec<&Row> = rows.iter().filter(|r| r.config == "steady").collect();
-    let mut t = output::table(&[
+    let mut t = table(&[
         "engine policy",
         "CPUU(A) %",
         "CPUU(B) %",
@@ -241,24 +261,23 @@ fn print_steady(a: &GreedyArgs, s: &Setup, rows: &[Row]) {
         row.push(fmt_ci(&r.col(|x| x.job_share * 100.0), 1));
         t.add_row(row);
     }
-    println!("{t}");
-    print!(
-        "{}",
-        unavailable_lines(&steady.iter().map(|r| (*r).clone_meta()).collect::<Vec<_>>())
-    );
+    outln!(out, "{t}");
+    outp!(out, "{}", unavailable_lines(steady.iter().copied()));
 }
 
 /// The thread-count change: C's share before and after, and how long it took to settle.
-fn print_change(a: &GreedyArgs, rows: &[Row], change_at: Nanos) {
-    println!(
+fn change_text(out: &mut String, r: &GreedyResult) {
+    let (rows, change_at) = (&r.rows, r.change_at);
+    outln!(
+        out,
         "\nThread-count change: C runs 1 thread, then {} from {:.1} s; recovery = time until C's share over 200 ms windows \
          is back within {:.0} points of its GPS share (33.3 %), or of its own share before the change, and stays there for 1 s; \
          before = median over the second quarter of the run, after = from 1 s after the change on",
-        a.c_threads,
+        r.c_threads,
         change_at.0 as f64 / 1e9,
         TOL * 100.0
     );
-    let mut t = output::table(&[
+    let mut t = table(&[
         "engine policy",
         "C before %",
         "C after %",
@@ -267,6 +286,13 @@ fn print_change(a: &GreedyArgs, rows: &[Row], change_at: Nanos) {
         "back to own share s",
     ]);
     let change: Vec<&Row> = rows.iter().filter(|r| r.config == "change").collect();
+    if change.iter().all(|r| r.cells.is_empty()) {
+        let why = real_only_note(r.setup.real, "the thread-count change")
+            .unwrap_or_else(|| "no real policy could run".into());
+        outln!(out, "no rows: {why}");
+        outp!(out, "{}", unavailable_lines(change.iter().copied()));
+        return;
+    }
     for r in &change {
         if r.cells.is_empty() {
             continue;
@@ -292,27 +318,26 @@ fn print_change(a: &GreedyArgs, rows: &[Row], change_at: Nanos) {
             recovery_text(r.cells.iter().map(|x| x.recovery_own_s.flatten()).collect()),
         ]);
     }
-    println!("{t}");
-    print!(
-        "{}",
-        unavailable_lines(&change.iter().map(|r| (*r).clone_meta()).collect::<Vec<_>>())
-    );
+    outln!(out, "{t}");
+    outp!(out, "{}", unavailable_lines(change.iter().copied()));
 }
 
 /// The controllers' own CPU cost with 100 busy threads.
-fn print_cost(c: &FairCommon, rows: &[Row], cost_h: Nanos) {
+fn cost_text(out: &mut String, r: &GreedyResult) {
+    let (rows, cost_h) = (&r.rows, r.cost_horizon);
     let cost: Vec<&Row> = rows.iter().filter(|r| r.config == "cost").collect();
     if !cost.is_empty() {
-        println!(
+        outln!(
+        out,
             "\nController cost: 4 processes x 25 busy threads (100), period 100 ms, {} s, in % of one core: the controller \
              loop and the sampler as the engine measures them (its thread's CPU clock around each tick and each sample; \
              --sample {}; mean period between samples), and all of schedkit between the first and the last sample. The \
              sampler only samples as often as it gets a CPU: under default, 100 busy nice-0 threads crowd it out, so its \
              figure is not a baseline",
             cost_h.0 / 1_000_000_000,
-            c.sample
+            r.setup.sample
         );
-        let mut t = output::table(&[
+        let mut t = table(&[
             "real policy",
             "controller %",
             "sampler %",
@@ -341,20 +366,17 @@ fn print_cost(c: &FairCommon, rows: &[Row], cost_h: Nanos) {
                 fmt_ci(&v, 3),
             ]);
         }
-        println!("{t}");
-        print!(
-            "{}",
-            unavailable_lines(&cost.iter().map(|r| (*r).clone_meta()).collect::<Vec<_>>())
-        );
+        outln!(out, "{t}");
+        outp!(out, "{}", unavailable_lines(cost.iter().copied()));
     }
 }
 
 /// The targets of issue 6, checked on the medians of the real runs.
-fn print_targets(rows: &[Row]) {
+fn targets_text(out: &mut String, rows: &[Row]) {
     let steady: Vec<&Row> = rows.iter().filter(|r| r.config == "steady").collect();
     let change: Vec<&Row> = rows.iter().filter(|r| r.config == "change").collect();
     let cost: Vec<&Row> = rows.iter().filter(|r| r.config == "cost").collect();
-    println!("\nTargets (medians of the real runs):");
+    outln!(out, "\nTargets (medians of the real runs):");
     let real = |p: &str| {
         steady
             .iter()
@@ -373,9 +395,10 @@ fn print_targets(rows: &[Row]) {
                 })
                 .collect::<Vec<_>>();
             let m = median(&dev) * 100.0;
-            println!("  process-fair: every process within 2 pp of 1/3: {} (largest deviation {m:.2} pp)", ok_word(m <= 2.0));
+            outln!(out, "  process-fair: every process within 2 pp of 1/3: {} (largest deviation {m:.2} pp)", ok_word(m <= 2.0));
         }
-        None => println!(
+        None => outln!(
+            out,
             "  process-fair: not measured (not available in the real engine, or --sim-only)"
         ),
     }
@@ -383,12 +406,13 @@ fn print_targets(rows: &[Row]) {
         (Some(d), Some(w)) => {
             let gd = median(&d.col(|x| x.norm_share[2] - x.norm_share[0])) * 100.0;
             let gw = median(&w.col(|x| x.norm_share[2] - x.norm_share[0])) * 100.0;
-            println!(
+            outln!(
+        out,
                 "  twrs: G(C,A) at least halved vs default: {} ({gw:.2} vs {gd:.2} pp)",
                 ok_word(gw <= gd / 2.0)
             );
         }
-        _ => println!("  twrs: not measured (twrs or default not available in the real engine, or --sim-only)"),
+        _ => outln!(out, "  twrs: not measured (twrs or default not available in the real engine, or --sim-only)"),
     }
     for r in change
         .iter()
@@ -405,7 +429,8 @@ fn print_targets(rows: &[Row]) {
         };
         let own = med(&|x| x.recovery_own_s.flatten());
         let gps = med(&|x| x.recovery_s.flatten());
-        println!(
+        outln!(
+        out,
             "  {}: back within 2 pp of its own share within 1 s after the change: {} ({own:.3} s; to the GPS share: {gps:.3} s)",
             r.policy,
             ok_word(own <= 1.0)
@@ -424,20 +449,23 @@ fn print_targets(rows: &[Row]) {
         })
         .max_by(|a, b| a.0.total_cmp(&b.0));
     match worst {
-        Some((v, p)) => println!(
+        Some((v, p)) => outln!(
+        out,
             "  controllers below 1 % of a core at 100 ms with 100 threads: {} (largest: {p}, {v:.3} %)",
             ok_word(v < 1.0)
         ),
-        None => println!("  controller cost: not measured (no fair-share policy ran for real)"),
+        None => outln!(out, "  controller cost: not measured (no fair-share policy ran for real)"),
     }
 }
 
-pub(super) fn greedy_charts(
-    rows: &[Row],
-    shares: &Path,
-    change: &Path,
-    c_threads: u32,
-) -> Result<(), Failure> {
+/// Why a part of the experiment has no rows: it runs on real cores only.
+fn real_only_note(real: bool, what: &str) -> Option<String> {
+    (!real).then(|| format!("{what} runs on real cores only (the simulator has no mid-run thread changes); --sim-only skipped it"))
+}
+
+/// `greedy-shares.svg` and `greedy-change.svg`.
+pub fn charts(r: &GreedyResult) -> Vec<(&'static str, String)> {
+    let (rows, c_threads) = (&r.rows, r.c_threads);
     let steady: Vec<&Row> = rows
         .iter()
         .filter(|r| r.config == "steady" && !r.cells.is_empty())
@@ -447,21 +475,19 @@ pub(super) fn greedy_charts(
         "B (8 threads)".to_string(),
         format!("C ({c_threads} threads)"),
     ];
-    let mut chart = BarChart::new(
-        "Greedy processes on 2 cores: CPU share per process, real and simulated",
+    let mut chart = rows_chart(
+        "Greedy processes on 2 cores: CPU share per process",
         "process",
         Axis::new("share of the job's CPU time", "%"),
         cats,
+        &steady,
+        &r.setup,
     );
     for r in &steady {
-        let mut means = Vec::new();
-        let mut errs = Vec::new();
-        for k in 0..3 {
-            let (m, ci) = mean_ci(&r.col(|x| x.norm_share[k] * 100.0));
-            means.push(m);
-            errs.push((m - ci, m + ci));
-        }
-        chart.series(BarSeries::new(&r.label(), means).with_errors(errs));
+        let stats: Vec<(f64, f64)> = (0..3)
+            .map(|k| mean_ci(&r.col(|x| x.norm_share[k] * 100.0)))
+            .collect();
+        chart.series(bars(&r.label(), &stats));
     }
     if let Some(r) = steady.first() {
         chart.reference(
@@ -469,7 +495,6 @@ pub(super) fn greedy_charts(
             r.cells[0].norm_ideal.iter().map(|x| x * 100.0).collect(),
         );
     }
-    write_svg(shares, chart.to_svg(1000.0, 520.0))?;
     let mut lc = LineChart::new(
         &format!(
             "Process C goes from 1 to {c_threads} threads mid-run: its CPU share (200 ms windows)"
@@ -477,6 +502,7 @@ pub(super) fn greedy_charts(
         Axis::new("time since start", "s"),
         Axis::new("C's share of the job's CPU time", "%"),
     );
+    lc.legend_title = Some("engine, policy".into());
     for r in rows
         .iter()
         .filter(|r| r.config == "change" && !r.cells.is_empty())
@@ -495,6 +521,9 @@ pub(super) fn greedy_charts(
             ));
         }
     }
-    write_svg(change, lc.to_svg(1000.0, 480.0))?;
-    Ok(())
+    lc.no_data = real_only_note(r.setup.real, "the thread-count change");
+    vec![
+        ("greedy-shares.svg", chart.to_svg(1000.0, 520.0)),
+        ("greedy-change.svg", lc.to_svg(1000.0, 480.0)),
+    ]
 }

@@ -1,7 +1,17 @@
 //! Running one configuration (real or simulated) and reducing the run to a [`Cell`]: shares,
 //! lags, waiting, migrations, recovery after a change, schedkit's own cost.
 
-use super::*;
+use crate::machine::Machine;
+use crate::metrics::{cpu_bins, recovery, window_shares};
+use crate::stats::median;
+use crate::Error;
+use schedkit_core::report::Report;
+use schedkit_core::scenario::Scenario;
+use schedkit_core::trace::{Event, Owner};
+use schedkit_core::Nanos;
+use schedkit_linux::engine::{RunOptions, RunOutcome, RunPolicy};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// What one run produced, reduced to what the tables need.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -68,17 +78,43 @@ pub struct Cell {
 
 /// `--sample`: `auto` (5 ms, adapting up to 10 ms to a budget of 1 % of one core) or a
 /// fixed period up to 10 ms.
-pub(super) fn parse_sample(s: &str) -> Result<(Duration, Option<f64>), Failure> {
-    if s == "auto" {
-        return Ok((Duration::from_millis(5), Some(0.01)));
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub period: Duration,
+    /// The share of one core sampling may cost before the period lengthens (`auto`).
+    pub budget: Option<f64>,
+}
+
+impl Sample {
+    pub const AUTO: Sample = Sample {
+        period: Duration::from_millis(5),
+        budget: Some(0.01),
+    };
+
+    /// `auto` or a duration between 1ns and 10ms.
+    pub fn parse(s: &str) -> Result<Sample, Error> {
+        if s == "auto" {
+            return Ok(Sample::AUTO);
+        }
+        let bad = |why: String| Error::bad_option("sample", s, why);
+        let n = Nanos::parse(s).map_err(bad)?;
+        if n.0 == 0 || n > Nanos::from_ms(10) {
+            return Err(bad("`auto` or a duration between 1ns and 10ms".into()));
+        }
+        Ok(Sample {
+            period: Duration::from_nanos(n.0),
+            budget: None,
+        })
     }
-    let n = Nanos::parse(s).map_err(|m| bad(format!("--sample: {m}")))?;
-    if n.0 == 0 || n > Nanos::from_ms(10) {
-        return Err(bad(
-            "--sample: `auto` or a duration between 1ns and 10ms".into()
-        ));
+}
+
+impl std::fmt::Display for Sample {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self.budget {
+            Some(_) => f.write_str("auto"),
+            None => write!(f, "{}", Nanos(self.period.as_nanos() as u64)),
+        }
     }
-    Ok((Duration::from_nanos(n.0), None))
 }
 
 /// CPU time of this process (all its threads, living or exited), ns.
@@ -107,17 +143,18 @@ pub(super) enum Real {
 /// engine time `at` (the engine's clock is tied to ours through the progress callback).
 pub(super) fn real_run(
     sc: &Scenario,
-    (sample, budget): (Duration, Option<f64>),
+    sample: Sample,
     perf: bool,
     ctl: Option<CtlChange>,
-) -> Result<Real, Failure> {
+    machine: &dyn Machine,
+) -> Result<Real, Error> {
     let policy = match RunPolicy::from_scenario(sc) {
         Ok(p) => p,
         Err(e) => return Ok(Real::Unavailable(e.to_string())),
     };
     let mut opts = RunOptions::new(policy);
-    opts.sample = sample;
-    opts.sample_budget = budget;
+    opts.sample = sample.period;
+    opts.sample_budget = sample.budget;
     opts.perf = perf;
     // The engine's time origin, in our clock: known from the first progress call.
     let origin: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
@@ -142,7 +179,13 @@ pub(super) fn real_run(
     }));
     // Set when the run is over, so that a helper still waiting gives up.
     let over = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The `ctl` client is the helper executable (`schedkit ctl`), found before the run starts.
+    let exe = match &ctl {
+        Some(_) => Some(machine.helper_exe()?),
+        None => None,
+    };
     let helper = ctl.map(|c| {
+        let exe = exe.clone().expect("found above");
         let origin = origin.clone();
         let over = over.clone();
         std::thread::spawn(move || -> Result<(Nanos, String), String> {
@@ -158,7 +201,6 @@ pub(super) fn real_run(
             let when = o + Duration::from_nanos(c.at.0);
             std::thread::sleep(when.saturating_duration_since(Instant::now()));
             let sent = Nanos(o.elapsed().as_nanos() as u64);
-            let exe = crate::self_exe().map_err(|e| e.to_string())?;
             let out = std::process::Command::new(exe)
                 .args([
                     "ctl",
@@ -185,10 +227,10 @@ pub(super) fn real_run(
     });
     // A policy this user may not run (cgroups need root) is reported like a missing one;
     // the others still run.
-    let result = engine::run(sc, opts);
+    let result = machine.run(sc, opts);
     over.store(true, std::sync::atomic::Ordering::Relaxed);
     let o = match result {
-        Err(schedkit_linux::Error::Privilege(m)) => {
+        Err(Error::Linux(schedkit_linux::Error::Privilege(m))) => {
             return Ok(Real::Unavailable(format!("not permitted here: {m}")))
         }
         r => r?,
@@ -202,10 +244,7 @@ pub(super) fn real_run(
             (dt > 0.0).then(|| ((c1 - c0) as f64 / dt * o.end.0 as f64) as u64)
         });
     if o.interrupted {
-        return Err(Failure {
-            status: 130,
-            message: "interrupted; every change was undone".into(),
-        });
+        return Err(Error::Interrupted);
     }
     let (sent, ctl_err) = match helper.map(|h| h.join()) {
         None => (None, None),
@@ -233,12 +272,12 @@ pub(super) struct Track {
 }
 
 /// Tolerance of "within 2 points" (issue 6), as a share.
-pub(super) const TOL: f64 = 0.02;
+pub const TOL: f64 = 0.02;
 /// Length of the sliding windows in which shares are measured over time. 200 ms: long
 /// enough that sampling jitter (one 5 ms sample of CPU moving between two windows) stays
 /// well inside the 2-point band, short enough to resolve a change within one or two
 /// 100 ms periods (a window starting at t says how the CPU was shared from t on).
-pub(super) const WINDOW: Nanos = Nanos::from_ms(200);
+pub const WINDOW: Nanos = Nanos::from_ms(200);
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn cell(
@@ -380,7 +419,7 @@ pub(super) fn sim_cell(
     sc: &Scenario,
     by: By,
     track: Option<Track>,
-) -> Result<Cell, Failure> {
+) -> Result<Cell, Error> {
     let (report, log, stats) = schedkit_sim::simulate_report(sc, true)?;
     let log = log.unwrap_or_default();
     Ok(cell(
@@ -399,24 +438,25 @@ pub(super) fn sim_cell(
 }
 
 /// Runs `sc` for real. `Err(reason)` inside Ok: the policy is not available there.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn real_cell(
     config: &str,
     sc: &Scenario,
-    c: &FairCommon,
+    sample: Sample,
     by: By,
     track: Option<Track>,
     ctl: Option<CtlChange>,
     perf: bool,
-) -> Result<Result<Cell, String>, Failure> {
-    let sample = parse_sample(&c.sample)?;
-    let (o, own, sent, ctl_err) = match real_run(sc, sample, perf, ctl.clone())? {
+    machine: &dyn Machine,
+) -> Result<Result<Cell, String>, Error> {
+    let (o, own, sent, ctl_err) = match real_run(sc, sample, perf, ctl.clone(), machine)? {
         Real::Unavailable(m) => return Ok(Err(m)),
         Real::Done(o, own, sent, err) => (o, own, sent, err),
     };
     if let Some(m) = ctl_err {
         return Ok(Err(m));
     }
-    let (report, _) = crate::run::report_of(&o, false);
+    let (report, _) = schedkit_linux::honest::report(&o, false);
     let exact: Option<u64> = o
         .processes
         .iter()

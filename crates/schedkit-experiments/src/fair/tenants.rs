@@ -1,41 +1,61 @@
 //! `schedkit experiment tenants` (seed 004, 5.5): tenant groups at weights 1:1..1:5 and 1:2:3,
-//! and a mid-run weight change.
+//! and a mid-run weight change. Scenarios: `examples/fair/tenants-*.toml`.
 
+use super::measure::{By, CtlChange, Track, TOL};
+use super::scenario::{self, Overrides};
 use super::*;
+use crate::stats::median;
+use schedkit_render::chart::{Axis, Chart, LineChart, Series};
+use schedkit_render::table::table;
 
-pub fn tenants(a: TenantsArgs) -> Result<(), Failure> {
-    let c = &a.common;
-    let s = setup(c, Nanos::from_ms(100))?;
-    let configs: Vec<Vec<u64>> = if c.quick {
+/// What it measured.
+#[derive(Clone, Debug)]
+pub struct TenantsResult {
+    pub setup: Setup,
+    /// When `schedkit ctl set-weight` is sent.
+    pub change_at: Nanos,
+    pub rows: Vec<Row>,
+}
+
+/// The weight configurations: all six, or 1:3 and 1:2:3 with `quick`.
+pub fn configs(quick: bool) -> Vec<Vec<u64>> {
+    if quick {
         vec![vec![1, 3], vec![1, 2, 3]]
     } else {
-        vec![
-            vec![1, 1],
-            vec![1, 2],
-            vec![1, 3],
-            vec![1, 4],
-            vec![1, 5],
-            vec![1, 2, 3],
-        ]
-    };
+        scenario::TENANTS.iter().map(|(w, _)| w.to_vec()).collect()
+    }
+}
+
+/// Runs each weight configuration (simulated under `tenants`, real under `default` and
+/// `tenants`), then the weight change (real).
+pub fn run(
+    o: &FairOptions,
+    machine: &dyn Machine,
+    prog: &dyn Progress,
+) -> Result<TenantsResult, Error> {
+    let configs = configs(o.quick);
+    let s = setup(
+        o,
+        scenario::tenants_file(&configs[0])?.parse()?.policy.period,
+    )?;
+    let exe = machine.helper_exe()?;
     let sim = [PolicyName::Tenants];
     let real = [PolicyName::Default, PolicyName::Tenants];
     let per_real = if s.real { real.len() * s.repeat } else { 0 };
-    let prog =
-        Progress::new(configs.len() * (sim.len() + per_real) + if s.real { s.repeat } else { 0 });
-    let (h, period) = (s.horizon, s.period);
-    let build_for = move |weights: Vec<u64>| {
-        move |p: PolicyName, cores: usize| {
-            let groups: Vec<(String, u64)> = weights
-                .iter()
-                .enumerate()
-                .map(|(i, w)| (format!("vm{}", i + 1), *w))
-                .collect();
-            let procs: Vec<Busy> = (0..weights.len())
-                .map(|i| busy(&format!("P{}", i + 1), "6", 0, Some(i)))
-                .collect();
-            scenario("tenants", p, period, cores, h, &procs, &groups)
-        }
+    prog.start((configs.len() * (sim.len() + per_real) + if s.real { s.repeat } else { 0 }) as u64);
+    let base = Overrides {
+        policy: PolicyName::Default,
+        period: Some(s.period),
+        cores: None,
+        horizon: s.horizon,
+        nice: s.nice,
+        plans: &[],
+        exe: &exe,
+    };
+    let build_for = |weights: &[u64]| -> Result<_, Error> {
+        let file = scenario::tenants_file(weights)?;
+        let base = &base;
+        Ok(move |p, cores| scenario::load(&file, &base.with(p, cores)))
     };
     let mut rows = Vec::new();
     for w in &configs {
@@ -44,24 +64,26 @@ pub fn tenants(a: TenantsArgs) -> Result<(), Failure> {
             .map(|x| x.to_string())
             .collect::<Vec<_>>()
             .join(":");
-        let b = build_for(w.clone());
+        let b = build_for(w)?;
         rows.extend(run_rows(
             &s,
-            c,
-            &name,
-            &sim,
-            &real,
-            &b,
-            By::Group,
-            None,
-            None,
-            false,
-            &prog,
+            Config {
+                name: &name,
+                sim: &sim,
+                real: &real,
+                build: &b,
+                by: By::Group,
+                track: None,
+                ctl: None,
+                perf: false,
+            },
+            machine,
+            prog,
         )?);
     }
     // The weight change: 1:1, then vm2 set to 3 by a real `schedkit ctl` at mid-run.
     let change_at = Nanos(s.horizon.0 / 2);
-    let b = build_for(vec![1, 1]);
+    let b = build_for(&[1, 1])?;
     let change = CtlChange {
         at: change_at,
         group: "vm2".into(),
@@ -74,32 +96,45 @@ pub fn tenants(a: TenantsArgs) -> Result<(), Failure> {
     };
     rows.extend(run_rows(
         &s,
-        c,
-        "change",
-        &[],
-        &[PolicyName::Tenants],
-        &b,
-        By::Group,
-        Some(track),
-        Some(change),
-        false,
-        &prog,
+        Config {
+            name: "change",
+            sim: &[],
+            real: &[PolicyName::Tenants],
+            build: &b,
+            by: By::Group,
+            track: Some(track),
+            ctl: Some(change),
+            perf: false,
+        },
+        machine,
+        prog,
     )?);
-    prog.bar.finish_and_clear();
-    let json = serde_json::json!({
-        "experiment": "tenants", "horizon_s": s.horizon.0 as f64 / 1e9, "repeat": s.repeat,
-        "period_ms": s.period.0 as f64 / 1e6, "nice_offset": c.nice, "tolerance_pp": TOL * 100.0,
-        "change_at_s": change_at.0 as f64 / 1e9, "rows": rows_json(&rows),
-    });
-    let jp = write_out(c, "tenants", &json)?;
-    let svg1 = c.out.join("tenants-shares.svg");
-    let svg2 = c.out.join("tenants-change.svg");
-    tenants_charts(&rows, &svg1, &svg2)?;
-    if c.json {
-        println!("{json}");
-        return Ok(());
-    }
-    println!(
+    prog.finish();
+    Ok(TenantsResult {
+        setup: s,
+        change_at,
+        rows,
+    })
+}
+
+/// `tenants.json`.
+pub fn json(r: &TenantsResult) -> serde_json::Value {
+    json_doc(
+        "tenants",
+        &r.setup,
+        &r.rows,
+        serde_json::json!({
+            "tolerance_pp": TOL * 100.0, "change_at_s": r.change_at.0 as f64 / 1e9,
+        }),
+    )
+}
+
+/// The tables and the targets, as printed.
+pub fn text(r: &TenantsResult) -> String {
+    let (s, rows, change_at) = (&r.setup, &r.rows, r.change_at);
+    let mut out = String::new();
+    outln!(
+        out,
         "Tenants (seed 004, 5.5, Figs. 5.7-5.8): groups of one process with 6 busy threads, {} s, {} real CPU(s) / 2 simulated \
          cores, period {} ms; real: mean ± 95 % CI over {} repeat(s); share = % of the job's CPU time\n",
         s.horizon.0 as f64 / 1e9,
@@ -107,8 +142,8 @@ pub fn tenants(a: TenantsArgs) -> Result<(), Failure> {
         s.period.0 / 1_000_000,
         s.repeat
     );
-    nice_note(c);
-    let mut t = output::table(&[
+    out.push_str(&nice_note(s));
+    let mut t = table(&[
         "weights",
         "engine policy",
         "vm1 %",
@@ -152,19 +187,17 @@ pub fn tenants(a: TenantsArgs) -> Result<(), Failure> {
         row.push(fmt_ci(&r.col(|x| x.job_share * 100.0), 1));
         t.add_row(row);
     }
-    println!("{t}");
-    print!(
-        "{}",
-        unavailable_lines(&rows.iter().map(|r| r.clone_meta()).collect::<Vec<_>>())
-    );
-    println!(
+    outln!(out, "{t}");
+    outp!(out, "{}", unavailable_lines(rows));
+    outln!(
+        out,
         "\nWeight change: vm1:vm2 = 1:1, then `schedkit ctl set-weight vm2 3` (a separate process) at {:.1} s; \
          times from the client's start until vm2's share over 200 ms windows (each starting at its instant) is first within {:.0} points \
          of 75 %, and until it is and stays there for 1 s",
         change_at.0 as f64 / 1e9,
         TOL * 100.0
     );
-    let mut t = output::table(&[
+    let mut t = table(&[
         "engine policy",
         "applied after s",
         "first within 2 pp s",
@@ -208,8 +241,20 @@ pub fn tenants(a: TenantsArgs) -> Result<(), Failure> {
         );
         met = Some((med <= 2.0 * s.period.0 as f64 / 1e9, med, first));
     }
-    println!("{t}");
-    println!("\nTargets (medians of the real runs):");
+    if met.is_none() {
+        outln!(
+            out,
+            "no rows: {}",
+            if s.real {
+                "the weight change did not run (tenants not available in the real engine)"
+            } else {
+                "the weight change runs on real cores only (a `schedkit ctl` client sends it); --sim-only skipped it"
+            }
+        );
+    } else {
+        outln!(out, "{t}");
+    }
+    outln!(out, "\nTargets (medians of the real runs):");
     match rows
         .iter()
         .filter(|r| {
@@ -231,33 +276,37 @@ pub fn tenants(a: TenantsArgs) -> Result<(), Failure> {
         })
         .reduce(f64::max)
     {
-        Some(d) => println!(
+        Some(d) => {
+            outln!(
+        out,
             "  tenants: every group within 2 pp of its weight's fraction: {} (largest {d:.2} pp)",
             ok_word(d <= 2.0)
-        ),
+        )
+        }
         None => {
-            println!("  tenants: not measured (not available in the real engine, or --sim-only)")
+            outln!(
+                out,
+                "  tenants: not measured (not available in the real engine, or --sim-only)"
+            )
         }
     }
     match met {
-        Some((m, v, first)) => println!(
+        Some((m, v, first)) => outln!(
+        out,
             "  tenants: new share within two periods of the change (and kept 1 s): {} ({v:.3} s; first within 2 pp after {first:.3} s)",
             ok_word(m)
         ),
-        None => println!(
+        None => outln!(
+        out,
             "  tenants: weight change not measured (tenants or `schedkit ctl` not available, or --sim-only)"
         ),
     }
-    println!(
-        "\nwrote {}, {} and {}",
-        jp.display(),
-        svg1.display(),
-        svg2.display()
-    );
-    Ok(())
+    out
 }
 
-pub(super) fn tenants_charts(rows: &[Row], shares: &Path, change: &Path) -> Result<(), Failure> {
+/// `tenants-shares.svg` and `tenants-change.svg`.
+pub fn charts(r: &TenantsResult) -> Vec<(&'static str, String)> {
+    let rows = &r.rows;
     // Figs. 5.7-5.8: each group's share beside its weight's fraction (the black tick), one
     // bar group per (configuration, group), one bar per engine and policy.
     let done: Vec<&Row> = rows
@@ -284,36 +333,34 @@ pub(super) fn tenants_charts(rows: &[Row], shares: &Path, change: &Path) -> Resu
             ideal.push(*w as f64 / sum as f64 * 100.0);
         }
     }
-    let mut bc = BarChart::new(
-        "Tenants: each group's CPU share beside its weight's fraction (mean, 95 % CI)",
+    let mut bc = rows_chart(
+        "Tenants: each group's CPU share beside its weight's fraction",
         "weights and group",
         Axis::new("group's share of the job's CPU time", "%"),
         cats,
+        &done,
+        &r.setup,
     );
     for l in &labels {
-        let mut m = Vec::new();
-        let mut e = Vec::new();
+        let mut stats = Vec::new();
         for c in &configs {
             let row = done.iter().find(|r| &r.config == c && &r.label() == l);
             let n = c.split(':').count();
             for k in 0..n {
-                let (mm, ci) =
-                    row.map_or((0.0, 0.0), |r| mean_ci(&r.col(|x| x.norm_share[k] * 100.0)));
-                m.push(mm);
-                e.push((mm - ci, mm + ci));
+                stats
+                    .push(row.map_or((0.0, 0.0), |r| mean_ci(&r.col(|x| x.norm_share[k] * 100.0))));
             }
         }
-        bc.series(BarSeries::new(l, m).with_errors(e));
+        bc.series(bars(l, &stats));
     }
     bc.reference("weight fraction", ideal);
-    let lc = bc;
-    write_svg(shares, lc.to_svg(1300.0, 560.0))?;
+    let shares = bc.to_svg(1300.0, 560.0);
     let mut lc = LineChart::new(
         "Tenants: vm2's weight goes from 1 to 3 mid-run (schedkit ctl); vm2's share in 200 ms windows",
         Axis::new("time since start", "s"),
         Axis::new("vm2's share of the job's CPU time", "%"),
     );
-    let mut any = false;
+    lc.legend_title = Some("engine, policy, run".into());
     for r in rows
         .iter()
         .filter(|r| r.config == "change" && !r.cells.is_empty())
@@ -323,15 +370,15 @@ pub(super) fn tenants_charts(rows: &[Row], shares: &Path, change: &Path) -> Resu
                 &format!("{} run {}", r.label(), i + 1),
                 x.timeline.clone(),
             ));
-            any = true;
         }
     }
-    if !any {
-        lc.series(Series::new(
-            "not measured (tenants not available in the real engine)",
-            Vec::new(),
-        ));
-    }
-    write_svg(change, lc.to_svg(1000.0, 480.0))?;
-    Ok(())
+    lc.no_data = Some(if r.setup.real {
+        "the weight change did not run (tenants not available in the real engine)".into()
+    } else {
+        "the weight change runs on real cores only (a `schedkit ctl` client sends it); --sim-only skipped it".into()
+    });
+    vec![
+        ("tenants-shares.svg", shares),
+        ("tenants-change.svg", lc.to_svg(1000.0, 480.0)),
+    ]
 }

@@ -1,59 +1,80 @@
 //! `schedkit experiment global-fairness` (seed 004, 4.5): one nice-0 and four nice-5 tasks
-//! on 2 cores, default vs global-fair.
+//! on 2 cores, default vs global-fair. Scenario: `examples/fair/global.toml`.
 
+use super::measure::By;
+use super::scenario::{self, Overrides};
 use super::*;
+use crate::stats::median;
+use schedkit_render::chart::{Axis, Chart, LineChart, Series};
+use schedkit_render::table::table;
 
-pub fn global_fairness(a: GlobalArgs) -> Result<(), Failure> {
-    let c = &a.common;
-    let s = setup(c, Nanos::from_ms(20))?;
-    let sim = [PolicyName::Cfs, PolicyName::GlobalFair];
-    let real = [PolicyName::Default, PolicyName::GlobalFair];
-    let prog = Progress::new(sim.len() + if s.real { real.len() * s.repeat } else { 0 });
-    let (h, period) = (s.horizon, s.period);
-    let build = move |p: PolicyName, cores: usize| {
-        scenario(
-            "global-fairness",
-            p,
-            period,
-            cores,
-            h,
-            &[
-                busy("T1", "1", 0, None),
-                busy("T2", "1", 5, None),
-                busy("T3", "1", 5, None),
-                busy("T4", "1", 5, None),
-                busy("T5", "1", 5, None),
-            ],
-            &[],
-        )
+pub const GLOBAL_SIM: [PolicyName; 2] = [PolicyName::Cfs, PolicyName::GlobalFair];
+pub const GLOBAL_REAL: [PolicyName; 2] = [PolicyName::Default, PolicyName::GlobalFair];
+
+/// What it measured.
+#[derive(Clone, Debug)]
+pub struct GlobalResult {
+    pub setup: Setup,
+    pub rows: Vec<Row>,
+}
+
+/// Runs `cfs` and `global-fair` in the simulator and `default` and `global-fair` for real.
+pub fn run(
+    o: &FairOptions,
+    machine: &dyn Machine,
+    prog: &dyn Progress,
+) -> Result<GlobalResult, Error> {
+    let file = scenario::GLOBAL.parse()?;
+    let s = setup(o, file.policy.period)?;
+    let exe = machine.helper_exe()?;
+    prog.start(
+        (GLOBAL_SIM.len()
+            + if s.real {
+                GLOBAL_REAL.len() * s.repeat
+            } else {
+                0
+            }) as u64,
+    );
+    let o = Overrides {
+        policy: PolicyName::Default,
+        period: Some(s.period),
+        cores: None,
+        horizon: s.horizon,
+        nice: s.nice,
+        plans: &[],
+        exe: &exe,
     };
+    let build = |p, cores| scenario::load(&scenario::GLOBAL, &o.with(p, cores));
     let rows = run_rows(
         &s,
-        c,
-        "global",
-        &sim,
-        &real,
-        &build,
-        By::Process,
-        None,
-        None,
-        true,
-        &prog,
+        Config {
+            name: "global",
+            sim: &GLOBAL_SIM,
+            real: &GLOBAL_REAL,
+            build: &build,
+            by: By::Process,
+            track: None,
+            ctl: None,
+            perf: true,
+        },
+        machine,
+        prog,
     )?;
-    prog.bar.finish_and_clear();
-    let json = serde_json::json!({
-        "experiment": "global-fairness", "horizon_s": s.horizon.0 as f64 / 1e9, "repeat": s.repeat,
-        "period_ms": s.period.0 as f64 / 1e6, "nice_offset": c.nice, "rows": rows_json(&rows),
-    });
-    let jp = write_out(c, "global-fairness", &json)?;
-    let svg1 = c.out.join("global-fairness-lag.svg");
-    let svg2 = c.out.join("global-fairness-error.svg");
-    global_charts(&rows, &svg1, &svg2)?;
-    if c.json {
-        println!("{json}");
-        return Ok(());
-    }
-    println!(
+    prog.finish();
+    Ok(GlobalResult { setup: s, rows })
+}
+
+/// `global-fairness.json`.
+pub fn json(r: &GlobalResult) -> serde_json::Value {
+    json_doc("global-fairness", &r.setup, &r.rows, serde_json::json!({}))
+}
+
+/// The table, the notes and the targets, as printed.
+pub fn text(r: &GlobalResult) -> String {
+    let (s, rows) = (&r.setup, &r.rows);
+    let mut out = String::new();
+    outln!(
+        out,
         "Global fairness (seed 004, 4.5): T1 at nice 0 and T2-T5 at nice 5, one busy thread each, {} s, {} real CPU(s) / 2 simulated \
          cores, balancer period {} ms; real: mean ± 95 % CI over {} repeat(s)\n",
         s.horizon.0 as f64 / 1e9,
@@ -61,8 +82,8 @@ pub fn global_fairness(a: GlobalArgs) -> Result<(), Failure> {
         s.period.0 / 1_000_000,
         s.repeat
     );
-    nice_note(c);
-    let mut t = output::table(&[
+    out.push_str(&nice_note(s));
+    let mut t = table(&[
         "engine policy",
         "largest |lag| ms",
         "vs machine GPS ms",
@@ -126,12 +147,9 @@ pub fn global_fairness(a: GlobalArgs) -> Result<(), Failure> {
         row.push(fmt_ci(&r.col(|x| x.job_share * 100.0), 1));
         t.add_row(row);
     }
-    println!("{t}");
-    print!(
-        "{}",
-        unavailable_lines(&rows.iter().map(|r| r.clone_meta()).collect::<Vec<_>>())
-    );
-    println!("(migrations \"(seen)\": CPU changes between samples, a lower bound; otherwise perf's cpu-migrations)");
+    outln!(out, "{t}");
+    outp!(out, "{}", unavailable_lines(rows));
+    outln!(out, "(migrations \"(seen)\": CPU changes between samples, a lower bound; otherwise perf's cpu-migrations)");
     for r in rows
         .iter()
         .filter(|r| r.engine == "real" && !r.cells.is_empty())
@@ -157,7 +175,8 @@ pub fn global_fairness(a: GlobalArgs) -> Result<(), Failure> {
                 .iter()
                 .filter_map(|x| x.exact_share.as_ref().map(|e| e[0] * 100.0))
                 .collect();
-            println!(
+            outln!(
+        out,
                 "(real {}: from the kernel's exact per-thread CPU totals instead of the trace: largest 10 s error {} %, T1 {} % of the job's CPU)",
                 r.policy,
                 fmt_ci(&errs, 2),
@@ -167,7 +186,8 @@ pub fn global_fairness(a: GlobalArgs) -> Result<(), Failure> {
         let v: Vec<f64> = r.cells.iter().filter_map(|x| x.sample_mean_ms).collect();
         let sc: Vec<f64> = r.cells.iter().filter_map(|x| x.sampler_cpu_pct).collect();
         if !v.is_empty() {
-            println!(
+            outln!(
+        out,
                 "(real {}: sampled every {:.2} ms on average, the lag figures' resolution; sampler {:.3} % of one core)",
                 r.policy,
                 median(&v),
@@ -175,7 +195,7 @@ pub fn global_fairness(a: GlobalArgs) -> Result<(), Failure> {
             );
         }
     }
-    println!("\nTargets (medians of the real runs):");
+    outln!(out, "\nTargets (medians of the real runs):");
     match rows
         .iter()
         .find(|r| r.engine == "real" && r.policy == "global-fair" && !r.cells.is_empty())
@@ -184,62 +204,64 @@ pub fn global_fairness(a: GlobalArgs) -> Result<(), Failure> {
             let lag = median(&r.col(|x| x.norm_max_lag_ms));
             let err = median(&r.col(|x| pct_err(x).1));
             let mig = median(&r.col(|x| x.migrations_per_s));
-            println!(
+            outln!(
+                out,
                 "  global-fair largest lag < 20 ms: {} ({lag:.1} ms)",
                 ok_word(lag < 20.0)
             );
-            println!(
+            outln!(
+                out,
                 "  global-fair 10 s error of every task < 1 %: {} ({err:.2} %)",
                 ok_word(err < 1.0)
             );
-            println!(
+            outln!(
+                out,
                 "  global-fair migrations <= 50 /s: {} ({mig:.1} /s)",
                 ok_word(mig <= 50.0)
             );
         }
-        None => println!(
+        None => outln!(
+            out,
             "  global-fair: not measured (not available in the real engine, or --sim-only)"
         ),
     }
-    println!(
-        "\nwrote {}, {} and {}",
-        jp.display(),
-        svg1.display(),
-        svg2.display()
-    );
-    Ok(())
+    out
 }
 
-pub(super) fn global_charts(rows: &[Row], lag: &Path, err: &Path) -> Result<(), Failure> {
-    let done: Vec<&Row> = rows.iter().filter(|r| !r.cells.is_empty()).collect();
+/// `global-fairness-lag.svg` and `global-fairness-error.svg`.
+pub fn charts(r: &GlobalResult) -> Vec<(&'static str, String)> {
+    let done: Vec<&Row> = r.rows.iter().filter(|r| !r.cells.is_empty()).collect();
     let mut lc = LineChart::new(
         "Global fairness: largest |lag| against GPS over the five tasks (first run of each)",
         Axis::new("time since start", "s"),
         Axis::new("largest |lag|", "ms"),
     );
+    lc.legend_title = Some("engine, policy".into());
     for r in &done {
         lc.series(Series::new(&r.label(), r.cells[0].lag_timeline.clone()));
     }
-    write_svg(lag, lc.to_svg(1000.0, 480.0))?;
+
     let cats: Vec<String> = (1..=5).map(|i| format!("T{i}")).collect();
-    let mut bc = BarChart::new(
-        "Global fairness: whole-run error of each task's CPU time against GPS (mean, 95 % CI)",
+    let mut bc = rows_chart(
+        "Global fairness: whole-run error of each task's CPU time against GPS",
         "task",
         Axis::new("|share - GPS share| / GPS share", "%"),
         cats,
+        &done,
+        &r.setup,
     );
     for r in &done {
-        let mut m = Vec::new();
-        let mut e = Vec::new();
-        for k in 0..5 {
-            let (mm, ci) = mean_ci(
-                &r.col(|x| (x.norm_share[k] - x.norm_ideal[k]).abs() / x.norm_ideal[k] * 100.0),
-            );
-            m.push(mm);
-            e.push((mm - ci, mm + ci));
-        }
-        bc.series(BarSeries::new(&r.label(), m).with_errors(e));
+        let stats: Vec<(f64, f64)> = (0..5)
+            .map(|k| {
+                mean_ci(
+                    &r.col(|x| (x.norm_share[k] - x.norm_ideal[k]).abs() / x.norm_ideal[k] * 100.0),
+                )
+            })
+            .collect();
+        bc.series(bars(&r.label(), &stats));
     }
-    write_svg(err, bc.to_svg(1000.0, 480.0))?;
-    Ok(())
+    vec![
+        ("global-fairness-lag.svg", lc.to_svg(1000.0, 480.0)),
+        ("global-fairness-error.svg", bc.to_svg(1000.0, 480.0)),
+    ]
 }
