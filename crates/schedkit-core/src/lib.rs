@@ -2,6 +2,7 @@
 //!
 //! - [`time`]: integer-nanosecond time and unit-carrying durations;
 //! - [`scenario`]: the scenario file format, parsed and validated with located errors;
+//! - [`policies`]: the one list of policies, what each does and which engines run it;
 //! - [`trace`]: the event log both engines write;
 //! - [`report`]: every metric, computed once from the trace;
 //! - [`gps`]: the GPS ideal reference;
@@ -14,10 +15,13 @@ pub mod controllers;
 pub mod gang_overhead;
 pub mod generate;
 pub mod gps;
+mod overrides;
+pub mod policies;
 pub mod report;
 pub mod scenario;
 pub mod time;
 pub mod trace;
+pub mod validate;
 pub mod weights;
 
 pub use report::{Metrics, Report};

@@ -18,6 +18,8 @@ use std::ops::Range;
 use std::path::Path;
 use toml::Spanned;
 
+pub use crate::validate::Diagnostic;
+
 /// A scenario error with its location. Displayed as `file:line:col: field: message`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ScenarioError {
@@ -78,36 +80,9 @@ pub enum PolicyName {
 }
 
 impl PolicyName {
-    pub const ALL: &'static [PolicyName] = &[
-        PolicyName::Fcfs,
-        PolicyName::Sjf,
-        PolicyName::Srtf,
-        PolicyName::Rr,
-        PolicyName::Priority,
-        PolicyName::PriorityPreemptive,
-        PolicyName::Lottery,
-        PolicyName::Stride,
-        PolicyName::Mlfq,
-        PolicyName::Cfs,
-        PolicyName::Eevdf,
-        PolicyName::Pfs,
-        PolicyName::Tfps,
-        PolicyName::Twrs,
-        PolicyName::GlobalFair,
-        PolicyName::Tenants,
-        PolicyName::Edf,
-        PolicyName::Rm,
-        PolicyName::Dm,
-        PolicyName::Gedf,
-        PolicyName::Pedf,
-        PolicyName::Paws,
-        PolicyName::Ws,
-        PolicyName::SchedDeadline,
-        PolicyName::Gang,
-        PolicyName::Default,
-        PolicyName::Exclusive,
-        PolicyName::ProcessFair,
-    ];
+    /// Every policy, in the order of [`crate::policies::POLICIES`] (the one list, with what
+    /// each does and which engines run it).
+    pub const ALL: &'static [PolicyName] = crate::policies::ALL;
 
     /// The name as written in scenario files.
     pub fn as_str(self) -> &'static str {
@@ -496,16 +471,20 @@ struct RawRegion {
 // ---------------------------------------------------------------------------------------------
 
 /// Converts byte offsets to 1-based line and column.
-struct Locator<'a> {
-    file: &'a str,
-    text: &'a str,
+pub(crate) struct Locator<'a> {
+    pub(crate) file: &'a str,
+    pub(crate) text: &'a str,
     /// Byte offset where each line starts, so a lookup is a binary search (scenarios with
     /// 10,000 processes must not parse in quadratic time).
     line_starts: Vec<usize>,
+    /// The span of the last error made by [`Locator::err`]: the error returned, since every
+    /// error is made where it is returned. It travels beside the [`ScenarioError`] (whose
+    /// public fields are built by literal elsewhere) to put a caret under the value.
+    last_span: std::cell::Cell<Option<(usize, usize)>>,
 }
 
 impl<'a> Locator<'a> {
-    fn new(file: &'a str, text: &'a str) -> Locator<'a> {
+    pub(crate) fn new(file: &'a str, text: &'a str) -> Locator<'a> {
         let line_starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
@@ -513,10 +492,19 @@ impl<'a> Locator<'a> {
             file,
             text,
             line_starts,
+            last_span: std::cell::Cell::new(None),
         }
     }
 
-    fn line_col(&self, offset: usize) -> (usize, usize) {
+    /// Byte offset where 1-based `line` starts (the text's end past the last line).
+    pub(crate) fn line_offset(&self, line: usize) -> usize {
+        self.line_starts
+            .get(line.saturating_sub(1))
+            .copied()
+            .unwrap_or(self.text.len())
+    }
+
+    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
         let mut offset = offset.min(self.text.len());
         while !self.text.is_char_boundary(offset) {
             offset -= 1;
@@ -527,7 +515,13 @@ impl<'a> Locator<'a> {
         (line, col)
     }
 
-    fn err(&self, span: Range<usize>, field: &str, message: impl Into<String>) -> ScenarioError {
+    pub(crate) fn err(
+        &self,
+        span: Range<usize>,
+        field: &str,
+        message: impl Into<String>,
+    ) -> ScenarioError {
+        self.last_span.set(Some((span.start, span.end)));
         let (line, column) = self.line_col(span.start);
         ScenarioError {
             file: self.file.to_string(),
@@ -570,7 +564,21 @@ impl Scenario {
 
     /// Parses and validates scenario text; `file` names it in errors.
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::parse_located(file, text).map_err(|d| d.error)
+    }
+
+    /// [`Scenario::parse`], with the byte span of the offending text beside the error (for a
+    /// caret under it).
+    pub fn parse_located(file: &str, text: &str) -> Result<Scenario, Diagnostic> {
         let loc = Locator::new(file, text);
+        Scenario::parse_with(&loc).map_err(|error| Diagnostic {
+            error,
+            span: loc.last_span.get().map(|(a, b)| a..b),
+        })
+    }
+
+    fn parse_with(loc: &Locator) -> Result<Scenario, ScenarioError> {
+        let text = loc.text;
         let raw: RawScenario = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
             let msg = e.message().trim().to_string();
@@ -582,15 +590,21 @@ impl Scenario {
                 msg
             };
             // `unknown field `x`` errors point at the key itself; others at the value.
-            let field = msg
+            let unknown = msg
                 .strip_prefix("unknown field `")
                 .and_then(|r| r.split('`').next())
-                .map(str::to_string)
+                .map(str::to_string);
+            let field = unknown
+                .clone()
                 .or_else(|| loc.key_at(span.start))
                 .unwrap_or_else(|| "document".into());
+            let msg = match unknown {
+                Some(key) => crate::validate::unknown_key_message(&key, &msg),
+                None => msg,
+            };
             loc.err(span, &field, msg)
         })?;
-        Scenario::from_raw(&loc, raw)
+        Scenario::from_raw(loc, raw)
     }
 
     fn from_raw(loc: &Locator, raw: RawScenario) -> Result<Scenario, ScenarioError> {
@@ -687,8 +701,12 @@ impl Scenario {
                                 g.span(),
                                 "process.group",
                                 format!(
-                                    "no [[group]] named \"{}\" (groups: {})",
+                                    "no [[group]] named \"{}\"{} (groups: {})",
                                     g.get_ref(),
+                                    crate::validate::did_you_mean(
+                                        g.get_ref(),
+                                        groups.iter().map(|x| x.name.as_str())
+                                    ),
                                     list_or_none(groups.iter().map(|x| x.name.as_str()))
                                 ),
                             )
@@ -884,8 +902,12 @@ fn parse_policy(
             p.name.span(),
             "policy.name",
             format!(
-                "unknown policy \"{}\" (known: {})",
+                "unknown policy \"{}\"{} (known: {})",
                 p.name.get_ref(),
+                crate::validate::did_you_mean(
+                    p.name.get_ref(),
+                    PolicyName::ALL.iter().map(|p| p.as_str())
+                ),
                 PolicyName::ALL
                     .iter()
                     .map(|p| p.as_str())

@@ -83,7 +83,19 @@ pub struct SimStats {
     pub peak_queue: usize,
     /// The dispatcher's own counters ([`Dispatcher::counters`]), e.g. PAWS steals.
     pub policy_counters: Vec<(&'static str, u64)>,
+    /// Set when a [`Watch`] stopped the run: the simulated time it stopped at.
+    pub stopped_at: Option<Nanos>,
 }
+
+/// Asked every [`WATCH_EVERY`] events during [`Engine::run`] whether to go on: what lets a
+/// progress bar follow a long simulation and Ctrl-C stop it cleanly.
+pub trait Watch {
+    /// `now` is the simulated time, `events` the events so far; `false` stops the run.
+    fn keep_going(&self, now: Nanos, events: u64) -> bool;
+}
+
+/// How often (in events) a [`Watch`] is asked: rare enough to cost nothing per event.
+pub const WATCH_EVERY: u64 = 1 << 16;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
@@ -180,6 +192,8 @@ pub struct Engine<'a> {
     /// dispatcher's declared bound on that wait (read once).
     ready_since: Vec<Nanos>,
     starvation_bound: Option<Nanos>,
+    watch: Option<&'a dyn Watch>,
+    next_watch: u64,
 }
 
 impl<'a> Engine<'a> {
@@ -220,6 +234,8 @@ impl<'a> Engine<'a> {
             order: Vec::new(),
             ready_since: Vec::new(),
             starvation_bound: None,
+            watch: None,
+            next_watch: 0,
         };
         e.starvation_bound = e.policy.starvation_bound();
         // The initial arrivals and first releases form a sorted stream beside the heap: known
@@ -248,6 +264,12 @@ impl<'a> Engine<'a> {
         e
     }
 
+    /// Has `watch` asked every [`WATCH_EVERY`] events whether to go on.
+    pub fn with_watch(mut self, watch: &'a dyn Watch) -> Engine<'a> {
+        self.watch = Some(watch);
+        self
+    }
+
     /// Queues an event: events at one instant run by class, then in the order they were made.
     fn push(&mut self, t: Nanos, kind: Kind) {
         self.seq += 1;
@@ -274,8 +296,19 @@ impl<'a> Engine<'a> {
                 self.apply(kind);
             }
             self.decide();
+            if self.stats.events >= self.next_watch {
+                if let Some(w) = self.watch {
+                    self.next_watch = self.stats.events + WATCH_EVERY;
+                    if !w.keep_going(self.now, self.stats.events) {
+                        self.stats.stopped_at = Some(self.now);
+                        break;
+                    }
+                }
+            }
         }
-        let end = if self.scenario.has_unbounded_work() || self.live > 0 {
+        let end = if self.stats.stopped_at.is_some() {
+            self.now
+        } else if self.scenario.has_unbounded_work() || self.live > 0 {
             self.horizon
         } else {
             self.now

@@ -4,6 +4,7 @@
 //! a [`schedkit_core::Metrics`] to get the report. See [`engine`] for the model and
 //! [`policy`] for the interface every policy implements.
 
+pub mod budget;
 pub mod contract;
 pub mod engine;
 pub mod keyed;
@@ -11,16 +12,29 @@ pub mod partition;
 pub mod policies;
 pub mod policy;
 
-pub use engine::{Engine, SimStats};
+pub use engine::{Engine, SimStats, Watch};
 use schedkit_core::report::{Metrics, Report};
 use schedkit_core::scenario::{Scenario, ScenarioError};
 use schedkit_core::trace::{Tee, TraceLog, TraceSink};
 
 /// Runs `scenario` under its policy, writing events to `sink`.
 pub fn simulate(scenario: &Scenario, sink: &mut dyn TraceSink) -> Result<SimStats, ScenarioError> {
+    simulate_watched(scenario, sink, None)
+}
+
+/// [`simulate`], with a [`Watch`] asked now and then whether to go on (progress, Ctrl-C);
+/// a stopped run has [`SimStats::stopped_at`] set.
+pub fn simulate_watched(
+    scenario: &Scenario,
+    sink: &mut dyn TraceSink,
+    watch: Option<&dyn Watch>,
+) -> Result<SimStats, ScenarioError> {
     let policy = policies::build(scenario)?;
     let engine = Engine::new(scenario, policy.dispatcher, policy.controller, sink);
-    Ok(engine.run())
+    Ok(match watch {
+        Some(w) => engine.with_watch(w).run(),
+        None => engine.run(),
+    })
 }
 
 /// Runs `scenario` and returns its report, and the full trace if `keep_trace`.
@@ -28,13 +42,22 @@ pub fn simulate_report(
     scenario: &Scenario,
     keep_trace: bool,
 ) -> Result<(Report, Option<TraceLog>, SimStats), ScenarioError> {
+    simulate_report_watched(scenario, keep_trace, None)
+}
+
+/// [`simulate_report`] with a [`Watch`] (see [`simulate_watched`]).
+pub fn simulate_report_watched(
+    scenario: &Scenario,
+    keep_trace: bool,
+    watch: Option<&dyn Watch>,
+) -> Result<(Report, Option<TraceLog>, SimStats), ScenarioError> {
     let mut metrics = Metrics::new(scenario, "sim", scenario.cores);
     let mut log = TraceLog::default();
     let stats = if keep_trace {
         let mut tee = Tee(&mut metrics, &mut log);
-        simulate(scenario, &mut tee)?
+        simulate_watched(scenario, &mut tee, watch)?
     } else {
-        simulate(scenario, &mut metrics)?
+        simulate_watched(scenario, &mut metrics, watch)?
     };
     let mut report = metrics.finish(stats.end);
     if scenario.policy.name == schedkit_core::PolicyName::Default {

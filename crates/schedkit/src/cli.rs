@@ -4,15 +4,14 @@
 
 use crate::failure::{Failure, EXIT_BAD_INPUT};
 use crate::output::{self, ReportArgs};
-use clap::{Args, Parser, Subcommand};
-use schedkit_core::scenario::Scenario;
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(
     name = "schedkit",
-    version,
+    version = crate::VERSION,
     about = "Scheduling toolkit for multicore Linux: simulate a scenario, run it on real cores, compare",
     long_about = None
 )]
@@ -24,56 +23,101 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Simulate a scenario file on modelled cores and print the report.
+    #[command(after_help = crate::help::sim())]
     Sim(SimArgs),
     /// Measure the simulator's speed (events/s, jobs/s, peak memory) and export task sets for
     /// peer simulators.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = crate::help::BENCH)]
     Bench(crate::bench::BenchCommand),
     /// Simulate one scenario under several policies and compare them side by side.
+    #[command(after_help = crate::help::compare())]
     Compare(crate::compare::CompareArgs),
     /// Run a scenario on this machine's real cores (or one command: `run --exclusive -- CMD`).
     ///
     /// Exit status: 0 done, 1 failure, 2 bad input, 3 missing privilege, 4 another schedkit
     /// run holds what this run needs (`--wait` queues behind it), 5 a dead run's changes were
     /// never undone (`schedkit restore` first, or `--restore-stale`), 130 interrupted.
+    #[command(after_help = crate::help::RUN)]
     Run(crate::run::RunArgs),
     /// Show the machine's topology (CPUs, cores, SMT siblings, caches, NUMA nodes).
+    #[command(after_help = crate::help::TOPO)]
     Topo(crate::topo::TopoArgs),
     /// Undo what a killed `schedkit run` left changed (IRQ masks, affinities, sysctls).
+    #[command(after_help = crate::help::restore())]
     Restore(crate::restore::RestoreArgs),
     /// Talk to a running `schedkit run` (policy tenants): `ctl set-weight GROUP WEIGHT`,
     /// `ctl status`.
+    #[command(after_help = crate::help::CTL)]
     Ctl(crate::ctl::CtlArgs),
-    /// Run one of the papers' experiments on this machine (tables, JSON, SVG charts).
-    #[command(subcommand)]
+    /// Run one of the experiments behind schedkit's results on this machine (tables, JSON,
+    /// SVG charts).
+    #[command(subcommand, after_help = crate::help::EXPERIMENT)]
     Experiment(ExperimentCommand),
+    /// List the scheduling policies: what each does and which engines run it (sim, run).
+    #[command(after_help = crate::help::POLICIES)]
+    Policies(PoliciesArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    #[command(after_help = crate::help::COMPLETIONS)]
+    Completions(CompletionsArgs),
+    /// Write man pages: schedkit.1 and one per subcommand (schedkit-sim.1, ...).
+    #[command(after_help = crate::help::MAN)]
+    Man(ManArgs),
+}
+
+#[derive(Args)]
+struct PoliciesArgs {
+    /// Only the policies the simulator runs.
+    #[arg(long)]
+    sim: bool,
+}
+
+#[derive(Args)]
+struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+#[derive(Args)]
+struct ManArgs {
+    /// Directory to write the pages into (created if missing).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    out: PathBuf,
 }
 
 /// `schedkit experiment NAME`: one variant per experiment.
 #[derive(Subcommand)]
 enum ExperimentCommand {
-    /// Seed 003: blocked Gaussian elimination with 32..7936 user threads under the scheduler
-    /// architectures A0, A1, A2 and the `may` crate's coroutines.
+    /// How fast user-level threads (fibers) run a blocked Gaussian elimination with 32 to
+    /// 7936 threads, under three ways of scheduling them onto kernel threads and under the
+    /// `may` crate's coroutines: solve time per thread count (seed 003).
     FibersGauss(crate::experiment_fibers::FibersGaussArgs),
-    /// Seed 000 Table 2: a strided walk over 5 MB, 1..N threads, default (D) vs exclusive (C)
-    /// configuration, under no load and two kinds of CPU hogs; mean with 95 % CI.
+    /// How much exclusive mode shields a job from noise: a memory-bound job (a strided walk
+    /// over 5 MB) on 1..N threads, run under the kernel's default placement and in exclusive
+    /// mode, alone and beside CPU hogs; run time, mean with 95 % CI (seed 000, Table 2).
     Exclusive(crate::experiment_exclusive::ExclusiveExpArgs),
-    /// Seed 002: two spin-barrier jobs under default vs gang (freezer) for several quanta on
-    /// this machine, and slowdown vs time slice on a simulated 64-node cluster with the
-    /// switch-overhead model; plus a 1,024-node scale row.
+    /// What gang scheduling (all of a job's threads run together) gains for jobs whose
+    /// threads wait for each other: two barrier jobs, default vs gang, for several time
+    /// slices on this machine, and slowdown vs time slice on a simulated 64-node cluster
+    /// with switch costs, plus a 1,024-node row (seed 002).
     Gang(crate::experiment_gang::GangExpArgs),
-    /// Seed 004 ch. 3: greedy processes of 1, 8 and 50 threads, real and simulated, beside
-    /// GPS (shares, gaps G(Z,Y), waiting, lag); recovery after a thread-count change.
+    /// Whether a process gets more CPU by having more threads: processes of 1, 8 and 50
+    /// threads under the fair-share policies, real and simulated, their shares beside the
+    /// ideal (GPS), waiting and lag, and how fast shares recover when a thread count changes
+    /// (seed 004, ch. 3).
     Greedy(crate::experiment_fair::GreedyArgs),
-    /// Seed 004 ch. 4: one nice-0 and four nice-5 tasks on 2 cores, default vs global-fair:
-    /// largest lag against GPS, 10 s error, migrations/s, balancer cost.
+    /// Whether nice levels hold across cores: one nice-0 and four nice-5 tasks on 2 cores,
+    /// the kernel's balancing vs `global-fair`: largest lag behind the ideal share, error
+    /// over 10 s, migrations per second, balancer cost (seed 004, ch. 4).
     GlobalFairness(crate::experiment_fair::GlobalArgs),
-    /// Seed 004 ch. 5: tenant groups at weights 1:1..1:5 and 1:2:3, share vs weight fraction,
-    /// and a mid-run `schedkit ctl set-weight`.
+    /// Whether tenants get the CPU share their weights promise: groups at weights 1:1 to 1:5
+    /// and 1:2:3, measured share vs weight fraction, and a weight changed mid-run with
+    /// `schedkit ctl set-weight` (seed 004, ch. 5).
     Tenants(crate::experiment_fair::TenantsArgs),
-    /// Seed 001 section 5: generated periodic fork-join task sets per utilisation window under
-    /// paws, gedf, ws (the real-time pool) and sched-deadline on this machine, and paws, gedf,
-    /// pedf in the simulator: Table 1 (sets with misses), Figs. 2-3 (migrations, switches).
+    /// How often real-time fork-join task sets miss deadlines: generated periodic task sets
+    /// per utilisation level under paws, gedf, ws (the real-time pool) and sched-deadline on
+    /// this machine, and paws, gedf, pedf in the simulator; sets with misses, migrations and
+    /// context switches per policy (seed 001, section 5).
     Paws(crate::experiment_paws::PawsExpArgs),
     /// The simulator's kernel models (eevdf, cfs) against the kernel itself: scenario files
     /// run for real and simulated, error per metric with 95 % CI, chart and JSON.
@@ -84,6 +128,8 @@ enum ExperimentCommand {
 struct SimArgs {
     /// Scenario file (TOML; see docs/scenario.md).
     file: PathBuf,
+    #[command(flatten)]
+    overrides: crate::simcmd::SimOverrides,
     #[command(flatten)]
     report: ReportArgs,
     #[command(flatten)]
@@ -116,6 +162,9 @@ pub fn main() -> ExitCode {
         Command::Topo(a) => crate::topo::topo(a),
         Command::Restore(a) => crate::restore::restore(a),
         Command::Ctl(a) => crate::ctl::ctl(a),
+        Command::Policies(a) => policies(a),
+        Command::Completions(a) => completions(a),
+        Command::Man(a) => man(a),
         Command::Experiment(e) => match e {
             ExperimentCommand::FibersGauss(a) => crate::experiment_fibers::run(a),
             ExperimentCommand::Exclusive(a) => crate::experiment_exclusive::run(a),
@@ -138,12 +187,23 @@ pub fn main() -> ExitCode {
 
 fn sim(a: SimArgs) -> Result<(), Failure> {
     if a.sweep.sweep.is_some() {
+        if a.overrides.any() {
+            return Err(Failure {
+                status: EXIT_BAD_INPUT,
+                message: "--policy, --cores, --horizon and --seed apply to one simulation; \
+                          with --sweep, name policies with --policies and set the rest in \
+                          the file"
+                    .into(),
+            });
+        }
         return crate::sweep::run(&a.file, &a.sweep, a.report.json);
     }
-    let scenario = Scenario::load(&a.file)?;
+    let loaded = crate::simcmd::load(&a.file, &a.overrides)?;
+    let scenario = &loaded.scenario;
     let keep_trace = a.gantt.is_some() || a.trace.is_some();
     let window = output::window(a.window.as_deref(), keep_trace)?;
-    let (report, trace, stats) = schedkit_sim::simulate_report(&scenario, keep_trace)?;
+    let (report, trace, stats) =
+        crate::simcmd::simulate(&loaded, a.overrides.max_events, keep_trace)?;
     output::emit(&report, &a.report)?;
     // The dispatcher's own counters (PAWS and WS steals, ...) after the shared table.
     if !a.report.json && !a.report.csv && !stats.policy_counters.is_empty() {
@@ -156,7 +216,7 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
     }
     if let Some(trace) = trace {
         output::write_trace_outputs_in(
-            &scenario,
+            scenario,
             &report,
             &trace,
             stats.end,
@@ -166,4 +226,67 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
         )?;
     }
     Ok(())
+}
+
+/// `schedkit policies`: the one list of the library, one line each.
+fn policies(a: PoliciesArgs) -> Result<(), Failure> {
+    if !a.sim {
+        let w = schedkit_core::policies::POLICIES
+            .iter()
+            .map(|p| p.name.as_str().len())
+            .max()
+            .unwrap_or(0);
+        println!("{:w$}  {:25}  what it does", "policy", "engines");
+    }
+    print!("{}", schedkit_core::policies::table(a.sim));
+    Ok(())
+}
+
+/// `schedkit completions SHELL`: generated from the same clap definitions as the parser.
+fn completions(a: CompletionsArgs) -> Result<(), Failure> {
+    let mut cmd = Cli::command();
+    clap_complete::generate(a.shell, &mut cmd, "schedkit", &mut std::io::stdout());
+    Ok(())
+}
+
+/// `schedkit man --out DIR`: `schedkit.1` and one page per subcommand and nested subcommand
+/// (`schedkit-sim.1`, `schedkit-experiment-gang.1`), from the same definitions.
+fn man(a: ManArgs) -> Result<(), Failure> {
+    use anyhow::Context;
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let cmd = Cli::command();
+    clap_mangen::generate_to(cmd, &a.out)
+        .with_context(|| format!("writing man pages into {}", a.out.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// Every `$ schedkit ...` example in the help parses with the real parser.
+    #[test]
+    fn every_example_in_the_help_parses() {
+        let mut n = 0;
+        for (sub, text) in crate::help::all() {
+            for line in text.lines().filter_map(|l| l.trim().strip_prefix("$ ")) {
+                let words: Vec<&str> = line
+                    .split_whitespace()
+                    .take_while(|w| *w != ">" && *w != "&&")
+                    .collect();
+                assert_eq!(words[0], "schedkit", "{line}");
+                assert_eq!(words[1], sub, "an example of `{sub}` runs `{}`", words[1]);
+                if let Err(e) = Cli::try_parse_from(&words) {
+                    panic!("`{line}` does not parse: {e}");
+                }
+                n += 1;
+            }
+        }
+        assert!(n >= 2 * crate::help::all().len(), "{n} examples");
+    }
 }

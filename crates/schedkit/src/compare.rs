@@ -5,7 +5,6 @@ use crate::failure::Failure;
 use crate::progress::Bar;
 use anyhow::Context;
 use clap::Args;
-use schedkit_core::scenario::Scenario;
 use schedkit_experiments::compare::{parse_policies, render_chart, render_table, run_all};
 use std::path::PathBuf;
 
@@ -26,7 +25,13 @@ pub struct CompareArgs {
 
 pub fn compare(a: CompareArgs) -> Result<(), Failure> {
     let policies = parse_policies(&a.policies)?;
-    let scenario = Scenario::load(&a.file)?;
+    let loaded = crate::simcmd::load(&a.file, &Default::default())?;
+    let scenario = loaded.scenario;
+    for p in &policies {
+        let s = scenario.with_policy(p.as_str())?;
+        let max = schedkit_sim::budget::DEFAULT_MAX_EVENTS;
+        crate::simcmd::check_budget(&s, &loaded.text, max)?;
+    }
     let reports = run_all(&scenario, &policies, &Bar::plain())?;
     if a.json {
         let doc = serde_json::json!({ "scenario": scenario.file, "reports": reports });

@@ -30,7 +30,13 @@ pub struct CtlArgs {
 pub enum CtlCommand {
     /// Set group GROUP's weight to WEIGHT (1..10000, cgroup v2 cpu.weight units); takes effect
     /// at once and is recorded in the run's report.
-    SetWeight { group: String, weight: u64 },
+    SetWeight {
+        /// A `[[group]]` name of the running scenario (`ctl status` lists them).
+        group: String,
+        /// The group's new weight, 1 to 10000 (cgroup v2 cpu.weight; 100 is the kernel's
+        /// default).
+        weight: u64,
+    },
     /// Show the run's policy, groups, their weights (and what the kernel holds) and the
     /// changes so far.
     Status,

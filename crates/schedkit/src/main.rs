@@ -12,16 +12,27 @@ mod experiment_fidelity;
 mod experiment_gang;
 mod experiment_paws;
 mod failure;
+mod help;
 mod machine;
 mod output;
 mod progress;
 mod restore;
 mod run;
+mod simcmd;
 mod sweep;
 mod taskrun;
 mod topo;
 
 use std::process::ExitCode;
+
+/// What `--version` prints: the release and the commit it was built from (`build.rs`;
+/// "unknown" outside a git checkout).
+pub(crate) const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("SCHEDKIT_COMMIT"),
+    ")"
+);
 
 fn main() -> ExitCode {
     let code = cli::main();

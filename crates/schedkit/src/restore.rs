@@ -9,7 +9,7 @@ use schedkit_linux::journal::{self, RestoreReport, Restored};
 use schedkit_linux::Roots;
 use std::path::PathBuf;
 
-const EXIT_STATUS_HELP: &str = "\
+pub(crate) const EXIT_STATUS_HELP: &str = "\
 Exit status:
   0  every journal of a dead run was undone (or there was nothing to do; a change whose
      object is gone, such as a removed cgroup or an exited thread, counts as done)

@@ -1,5 +1,6 @@
 //! End-to-end tests of the `schedkit` binary: the textbook numbers through `--json`, every
-//! kind of bad input (exit status 2, one located line on stderr, never a panic), the Gantt
+//! kind of bad input (exit status 2, one located line and a caret under the value on stderr,
+//! never a panic), the Gantt
 //! SVG, the Chrome trace and `compare`.
 
 mod common;
@@ -127,11 +128,18 @@ fn bad_input_exits_2_with_one_located_line() {
         let (status, stderr) = sim_text(dir.path(), name, text);
         assert_eq!(status, Some(2), "{name}: {stderr}");
         assert!(!stderr.contains("panicked"), "{name}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{name}: {stderr}");
+        // One located line, then the offending line with a caret under the value.
+        let lines: Vec<&str> = stderr.trim_end().lines().collect();
         let located = format!("{name}:{line}:{col}:");
         assert!(
-            stderr.contains(&located),
+            lines[0].contains(&located),
             "{name}: want {located} in {stderr}"
+        );
+        assert!(lines.len() <= 5, "{name}: {stderr}");
+        let caret = lines.last().unwrap();
+        assert!(
+            caret.chars().nth(caret.find('|').unwrap() + 1 + *col) == Some('^'),
+            "{name}: the caret is not under column {col}: {stderr}"
         );
         assert!(
             stderr.contains(&format!("`{field}`")),

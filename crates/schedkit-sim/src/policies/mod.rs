@@ -31,33 +31,9 @@ pub struct Policy<'a> {
     pub controller: Option<Box<dyn Controller + 'a>>,
 }
 
-/// Policies the simulator runs.
-pub const SIM_POLICIES: &[PolicyName] = &[
-    PolicyName::Fcfs,
-    PolicyName::Sjf,
-    PolicyName::Srtf,
-    PolicyName::Rr,
-    PolicyName::Priority,
-    PolicyName::PriorityPreemptive,
-    PolicyName::Lottery,
-    PolicyName::Stride,
-    PolicyName::Mlfq,
-    PolicyName::Cfs,
-    PolicyName::Eevdf,
-    PolicyName::Pfs,
-    PolicyName::Tfps,
-    PolicyName::Twrs,
-    PolicyName::GlobalFair,
-    PolicyName::Tenants,
-    PolicyName::Edf,
-    PolicyName::Rm,
-    PolicyName::Dm,
-    PolicyName::Gedf,
-    PolicyName::Pedf,
-    PolicyName::Paws,
-    PolicyName::Ws,
-    PolicyName::Gang,
-];
+/// Policies the simulator runs: those marked `sim` in schedkit-core's one list
+/// ([`schedkit_core::policies::POLICIES`]); [`build`] has an arm for each (a test checks).
+pub const SIM_POLICIES: &[PolicyName] = schedkit_core::policies::SIM;
 
 /// The variable that overrides the kernel release `policy = "default"` is modelled for
 /// (e.g. `6.5`): the golden outputs pin it, so they do not depend on the machine.
@@ -185,6 +161,24 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one list's `sim` marks and `build` agree: a policy marked `sim` builds for a
+    /// scenario of processes or one of tasks, the others build for neither.
+    #[test]
+    fn the_simulator_builds_exactly_the_policies_marked_sim() {
+        for &p in PolicyName::ALL {
+            let builds = [
+                "cores = 2\n[[process]]\nname = \"a\"\n",
+                "cores = 2\n[[task]]\nname = \"t\"\nperiod = \"10ms\"\nwcet = \"1ms\"\n",
+            ]
+            .iter()
+            .any(|text| {
+                let s = Scenario::parse("t.toml", text).unwrap();
+                build(&s.with_policy(p.as_str()).unwrap()).is_ok()
+            });
+            assert_eq!(builds, SIM_POLICIES.contains(&p), "{p}");
+        }
+    }
 
     #[test]
     fn default_follows_the_kernel_release() {
