@@ -210,7 +210,9 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
                 "nothing to run: give a scenario FILE or a command after `--` (schedkit run --exclusive -- CMD ARGS...)",
             ))
         }
-        (Some(f), true) => Scenario::load(f)?,
+        // The same parse and runnability checks as `sim` (no work, work after the horizon:
+        // exit 2 with the line and a caret; far-off durations: a warning).
+        (Some(f), true) => crate::simcmd::load(f, &crate::simcmd::SimOverrides::default())?.scenario,
         (None, false) => command_scenario(
             &a.command,
             if a.exclusive {
