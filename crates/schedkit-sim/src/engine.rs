@@ -557,13 +557,17 @@ impl<'a> Engine<'a> {
             let j = self.jobs[id].as_ref().expect("live job");
             (j.task, j.job, j.region, j.deadline)
         };
-        let tk = &self.scenario.tasks[task];
-        let (demands, par): (Vec<Nanos>, bool) = match &tk.regions[region] {
-            Region::Seq(c) => (vec![*c], false),
-            Region::Par(v) => (v.clone(), true),
+        // The scenario outlives the engine: borrowing the region from it (not from `self`)
+        // lets the loop below create threads without copying the demands into a Vec, which
+        // was an allocation per job.
+        let scenario: &'a Scenario = self.scenario;
+        let tk = &scenario.tasks[task];
+        let (demands, par): (&[Nanos], bool) = match &tk.regions[region] {
+            Region::Seq(c) => (std::slice::from_ref(c), false),
+            Region::Par(v) => (v, true),
         };
         self.jobs[id].as_mut().expect("live job").threads_left = demands.len();
-        for c in demands {
+        for &c in demands {
             self.thread_seq += 1;
             let t = SimThread {
                 owner: Owner::Task { task, job },
