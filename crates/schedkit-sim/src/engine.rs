@@ -215,6 +215,10 @@ pub struct Engine<'a> {
     /// Reused by `decide` (no allocation per decision).
     picks: Vec<(usize, Slot)>,
     order: Vec<usize>,
+    /// The cores whose `vacated` is set, in the order they were vacated: `decide` reads these
+    /// instead of scanning every core (three scans of all cores per decision were a good
+    /// part of a 64-core run). Empty after every `decide`.
+    vacated_cores: Vec<usize>,
     /// Contract checks (see the module docs): when each slot last became ready, and the
     /// dispatcher's declared bound on that wait (read once).
     ready_since: Vec<Nanos>,
@@ -257,6 +261,7 @@ impl<'a> Engine<'a> {
             scratch: Vec::new(),
             picks: Vec::new(),
             order: Vec::new(),
+            vacated_cores: Vec::new(),
             ready_since: Vec::new(),
             starvation_bound: None,
         };
@@ -674,6 +679,9 @@ impl<'a> Engine<'a> {
         // A thread still in its context-switch overhead was never dispatched: there is
         // nothing to deschedule, and if it is picked again it is dispatched afresh.
         c.vacated = (!c.switching).then_some((slot, reason));
+        if c.vacated.is_some() {
+            self.vacated_cores.push(core);
+        }
         c.switching = false;
         self.running[core] = None;
         self.threads[slot as usize].state = ThreadState::Ready;
@@ -752,15 +760,17 @@ impl<'a> Engine<'a> {
         picks.clear();
         let mut order = std::mem::take(&mut self.order);
         order.clear();
-        if self.cores.iter().any(|c| c.vacated.is_some()) {
-            order.extend((0..self.cores_n).filter(|&c| self.cores[c].vacated.is_some()));
-            order.extend((0..self.cores_n).filter(|&c| self.cores[c].vacated.is_none()));
-        }
-        for i in 0..self.cores_n {
-            let core = if order.is_empty() { i } else { order[i] };
-            if self.cores[core].running.is_some() {
-                continue;
-            }
+        let mut vacated = std::mem::take(&mut self.vacated_cores);
+        vacated.sort_unstable();
+        // The idle cores in pick order: vacated ones first, then the others, each in core
+        // order (`self.running` is the compact copy of the cores' `running`).
+        order.extend(vacated.iter().copied());
+        order.extend(
+            (0..self.cores_n)
+                .filter(|&c| self.running[c].is_none() && self.cores[c].vacated.is_none()),
+        );
+        for &core in &order {
+            debug_assert!(self.cores[core].running.is_none());
             let picked = { pcall!(self, pick_next(core)) };
             let Some(s) = picked else { continue };
             if s as usize >= self.threads.len() {
@@ -807,7 +817,7 @@ impl<'a> Engine<'a> {
         }
         // Phase 2: threads that left a core and were not picked again there are descheduled
         // before anything is dispatched, so a thread never appears on two cores at once.
-        for core in 0..self.cores_n {
+        for &core in &vacated {
             if let Some((prev, reason)) = self.cores[core].vacated {
                 if self.cores[core].running != Some(prev) {
                     self.cores[core].vacated = None;
@@ -828,6 +838,8 @@ impl<'a> Engine<'a> {
                 self.dispatch(core, s);
             }
         }
+        vacated.clear();
+        self.vacated_cores = vacated;
         self.picks = picks;
         self.order = order;
     }
