@@ -26,7 +26,7 @@ use crate::scenario::Scenario;
 use crate::time::Nanos;
 use crate::trace::{Event, Owner, Reason, Slot, TraceSink};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 /// Whether a job with absolute deadline `deadline` misses it (docs/metrics.md, "deadline
 /// miss"): finished (`finish` is `Some`) after the deadline, or not finished by the end of
@@ -154,12 +154,44 @@ struct TaskStats {
     misses: u64,
     max_response: u64,
     first_release: Option<Nanos>,
-    /// Released, unfinished jobs: job -> (release, deadline).
-    open: BTreeMap<u64, (Nanos, Nanos)>,
+    /// Released, unfinished jobs, in job order: (job, (release, deadline)).
+    open: OpenJobs,
     /// Over all threads of all jobs: migrations, and times switched out before finishing
     /// (the per-thread definitions, summed per task; docs/metrics.md).
     migrations: u64,
     switches: u64,
+}
+
+/// A task's released, unfinished jobs, sorted by job number. Jobs are released in order and
+/// mostly finish in order, so a deque serves both ends in O(1) and keeps its buffer: a
+/// `BTreeMap` here allocated a node whenever a task's first open job was released and freed
+/// it when the last finished, once per job in a periodic set (an eighth of a global-EDF run).
+#[derive(Clone, Default)]
+struct OpenJobs(VecDeque<(u64, (Nanos, Nanos))>);
+
+impl OpenJobs {
+    /// Adds (or replaces, as a map would) job `job`.
+    fn insert(&mut self, job: u64, v: (Nanos, Nanos)) {
+        match self.0.back() {
+            Some(&(last, _)) if last >= job => match self.0.binary_search_by_key(&job, |e| e.0) {
+                Ok(i) => self.0[i].1 = v,
+                Err(i) => self.0.insert(i, (job, v)),
+            },
+            _ => self.0.push_back((job, v)),
+        }
+    }
+
+    fn remove(&mut self, job: u64) -> Option<(Nanos, Nanos)> {
+        if self.0.front().is_some_and(|e| e.0 == job) {
+            return self.0.pop_front().map(|e| e.1);
+        }
+        let i = self.0.binary_search_by_key(&job, |e| e.0).ok()?;
+        self.0.remove(i).map(|e| e.1)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &(Nanos, Nanos)> {
+        self.0.iter().map(|e| &e.1)
+    }
 }
 
 /// An owner of CPU time: a process (index < processes) or a task.
@@ -992,7 +1024,7 @@ impl TraceSink for Metrics {
             }
             Event::JobFinish { t, task, job } => {
                 let ts = &mut self.tasks[task];
-                if let Some((release, deadline)) = ts.open.remove(&job) {
+                if let Some((release, deadline)) = ts.open.remove(job) {
                     ts.max_response = ts.max_response.max((t - release).0);
                     if misses_deadline(deadline, Some(t), t) {
                         ts.misses += 1;
@@ -1022,6 +1054,24 @@ mod tests {
         assert!(misses_deadline(d, None, end));
         assert!(!misses_deadline(Nanos(200), None, end));
         assert!(!misses_deadline(Nanos(300), None, end));
+    }
+
+    /// Open jobs behave as the map they replace: any insertion order, removal from anywhere.
+    #[test]
+    fn open_jobs_act_as_a_map_by_job_number() {
+        let v = |x: u64| (Nanos(x), Nanos(x + 10));
+        let mut o = OpenJobs::default();
+        for j in [0, 1, 3, 2] {
+            o.insert(j, v(j));
+        }
+        o.insert(1, v(100));
+        assert_eq!(o.remove(1), Some(v(100)));
+        assert_eq!(o.remove(1), None);
+        assert_eq!(o.remove(0), Some(v(0)));
+        assert_eq!(o.values().copied().collect::<Vec<_>>(), [v(2), v(3)]);
+        assert_eq!(o.remove(3), Some(v(3)));
+        assert_eq!(o.remove(2), Some(v(2)));
+        assert_eq!(o.remove(2), None);
     }
 
     /// Lag is piecewise linear; its peak between samples must not be missed.

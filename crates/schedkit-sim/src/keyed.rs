@@ -18,7 +18,7 @@
 use crate::policy::{Ctx, Dispatcher, Enqueue};
 use schedkit_core::trace::Slot;
 use schedkit_core::Nanos;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 /// Removes and returns the smallest entry of `queue` whose thread may run on `core`.
 ///
@@ -32,15 +32,14 @@ pub fn take_first_allowed<K: Ord + Copy>(
     any_affinity: bool,
     slot_of: impl Fn(&K) -> Slot,
 ) -> Option<K> {
-    let found = if any_affinity {
-        queue
-            .iter()
-            .find(|k| ctx.thread(slot_of(k)).allowed_on(core))
-            .copied()
-    } else {
-        queue.first().copied()
-    };
-    let key = found?;
+    if !any_affinity {
+        // One descent instead of `first` then `remove`.
+        return queue.pop_first();
+    }
+    let key = queue
+        .iter()
+        .find(|k| ctx.thread(slot_of(k)).allowed_on(core))
+        .copied()?;
     queue.remove(&key);
     Some(key)
 }
@@ -97,6 +96,13 @@ pub struct Keyed<P: KeyPolicy> {
     /// through `pick_next`, which refreshes the entry, and an entry is used only while its
     /// slot is the one running there.
     run_cache: Vec<Option<(Slot, P::Key)>>,
+    /// Preemptive policies with static keys: `(key, core, slot)` of every pick, a max-heap,
+    /// so that `preempt` finds the worst running thread without a pass over every core (the
+    /// passes were an eighth of a 64-core global-EDF run). Entries go stale lazily: one is
+    /// live while `run_cache[core]` still holds it and its slot runs there. Stale entries are
+    /// dropped when they reach the top, and all at once when the heap outgrows the cores
+    /// (so its size does not grow with simulated time).
+    running: BinaryHeap<(P::Key, usize, Slot)>,
 }
 
 impl<P: KeyPolicy> Keyed<P> {
@@ -117,6 +123,56 @@ impl<P: KeyPolicy> Keyed<P> {
             idle: Vec::new(),
             busy: Vec::new(),
             run_cache: Vec::new(),
+            running: BinaryHeap::new(),
+        }
+    }
+
+    /// `preempt` without affinities and with static keys, from the `running` heap. It makes
+    /// the same choices as the general pass in `preempt` (which sorts every running core):
+    /// the best waiting threads first take the idle cores, then each takes the core of the
+    /// worst running thread while that thread's key is larger than its own.
+    fn preempt_from_heap(&mut self, ctx: &Ctx, out: &mut Vec<usize>) {
+        let Store::Ordered(queue) = &self.store else {
+            unreachable!("FIFO policies are not preemptive")
+        };
+        let (heap, cache) = (&mut self.running, &self.run_cache);
+        // An entry is live while `run_cache` still holds it and its slot runs on its core.
+        let live = |&(key, core, slot): &(P::Key, usize, Slot)| {
+            ctx.running[core] == Some(slot) && cache[core] == Some((slot, key))
+        };
+        // The live entry with the worst key, after dropping the stale ones above it.
+        let worst = |heap: &mut BinaryHeap<(P::Key, usize, Slot)>| {
+            while let Some(top) = heap.peek() {
+                if live(top) {
+                    return Some(*top);
+                }
+                heap.pop();
+            }
+            None
+        };
+        let mut idle = ctx.running.iter().filter(|r| r.is_none()).count();
+        let Some((worst_key, ..)) = worst(heap) else {
+            return;
+        };
+        let best = queue.first().expect("queue is not empty").0;
+        if best >= worst_key || queue.len() <= idle {
+            return;
+        }
+        for &(key, _) in queue.iter().take(ctx.cores) {
+            if idle > 0 {
+                idle -= 1;
+                continue;
+            }
+            match worst(heap) {
+                Some(top) if top.0 > key => {
+                    out.push(top.1);
+                    // A thread picked again on its own core has two equal entries.
+                    while heap.peek() == Some(&top) {
+                        heap.pop();
+                    }
+                }
+                _ => break,
+            }
         }
     }
 
@@ -239,6 +295,14 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
                 self.run_cache.resize(ctx.cores, None);
             }
             self.run_cache[core] = Some((slot, key));
+            if P::PREEMPTIVE {
+                if self.running.len() > 2 * ctx.cores + 64 {
+                    let cache = &self.run_cache;
+                    self.running
+                        .retain(|&(k, c, s)| ctx.running[c] == Some(s) && cache[c] == Some((s, k)));
+                }
+                self.running.push((key, core, slot));
+            }
         }
         *self.key_slot(slot) = None;
         Some(slot)
@@ -255,6 +319,9 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
     fn preempt(&mut self, ctx: &Ctx, out: &mut Vec<usize>) {
         if !P::PREEMPTIVE || self.is_empty() {
             return;
+        }
+        if !P::KEY_CHANGES_WHILE_RUNNING && !self.any_affinity {
+            return self.preempt_from_heap(ctx, out);
         }
         // Pass 1, allocation-free: the worst running key and the idle cores.
         let mut worst: Option<P::Key> = None;

@@ -6,7 +6,7 @@ use crate::machine::ThisMachine;
 use crate::progress::Bar;
 use clap::{Args, Subcommand};
 use schedkit_core::Nanos;
-use schedkit_experiments::bench::{self, render, ExportOptions, SimBenchOptions};
+use schedkit_experiments::bench::{self, render, ExportFormat, ExportOptions, SimBenchOptions};
 use schedkit_experiments::Error;
 use std::path::PathBuf;
 
@@ -44,7 +44,7 @@ pub struct SimBenchArgs {
 
 #[derive(Args)]
 pub struct ExportArgs {
-    /// Directory to write `set-NNN.toml` into (created if missing).
+    /// Directory to write `set-NNN.toml` (or `set-NNN.tasks`) into (created if missing).
     #[arg(long)]
     dir: PathBuf,
     #[arg(long, default_value_t = 20)]
@@ -62,6 +62,16 @@ pub struct ExportArgs {
     /// Simulated time per set (e.g. `10s`).
     #[arg(long, default_value = "10s")]
     horizon: String,
+    /// `toml`: scenario files; `tasks`: plain text for C/C++ peers (`cores C horizon_ns H`,
+    /// then `wcet period deadline` per task, nanoseconds).
+    #[arg(long, value_enum, default_value_t = FormatArg::Toml)]
+    format: FormatArg,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum FormatArg {
+    Toml,
+    Tasks,
 }
 
 #[derive(Args)]
@@ -135,6 +145,10 @@ fn export(a: ExportArgs) -> Result<(), Failure> {
         sets: a.sets,
         seed: a.seed,
         horizon: parse_duration(&a.horizon, "horizon")?,
+        format: match a.format {
+            FormatArg::Toml => ExportFormat::Toml,
+            FormatArg::Tasks => ExportFormat::Tasks,
+        },
     };
     let sets = bench::export(&options)?;
     std::fs::create_dir_all(&a.dir)

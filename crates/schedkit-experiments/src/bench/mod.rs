@@ -40,6 +40,8 @@ pub struct Measured {
     pub jobs: u64,
     /// Median wall time of one simulation.
     pub median_s: f64,
+    /// Median CPU time of one simulation (the simulating thread's).
+    pub median_cpu_s: f64,
     pub repeats: usize,
     pub events_per_s: f64,
     pub jobs_per_s: f64,
@@ -83,27 +85,45 @@ pub struct SimBench {
     pub rss: Vec<Rss>,
 }
 
+/// Median wall and CPU time of one simulation, in seconds.
+#[derive(Clone, Copy, Debug)]
+struct Timing {
+    wall_s: f64,
+    /// This thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`): on a loaded machine the wall
+    /// time also counts the time other processes held the core; this does not.
+    cpu_s: f64,
+}
+
 /// Runs `scenario` `repeats` times; returns the stats of the last run, its deadline misses
-/// and the median time (s).
+/// and the median times.
 fn time_scenario(
     scenario: &Scenario,
     repeats: usize,
-) -> Result<(schedkit_sim::SimStats, u64, f64), Error> {
+) -> Result<(schedkit_sim::SimStats, u64, Timing), Error> {
+    let thread_cpu = || schedkit_linux::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
     let mut times = Vec::with_capacity(repeats);
+    let mut cpu = Vec::with_capacity(repeats);
     let mut last = None;
     for _ in 0..repeats.max(1) {
+        let c = thread_cpu();
         let t = Instant::now();
         let (report, _, stats) = schedkit_sim::simulate_report(scenario, false)?;
         times.push(t.elapsed().as_secs_f64());
+        cpu.push(thread_cpu().saturating_sub(c) as f64 / 1e9);
         last = Some((stats, report.summary.deadline_misses));
     }
     let (stats, misses) = last.expect("at least one run");
-    Ok((stats, misses, median(&times)))
+    let timing = Timing {
+        wall_s: median(&times),
+        cpu_s: median(&cpu),
+    };
+    Ok((stats, misses, timing))
 }
 
 fn measure(w: &Workload, repeats: usize) -> Result<Measured, Error> {
     let scenario = w.scenario();
-    let (stats, misses, secs) = time_scenario(&scenario, repeats)?;
+    let (stats, misses, timing) = time_scenario(&scenario, repeats)?;
+    let secs = timing.wall_s;
     let events_per_s = stats.events as f64 / secs;
     let jobs_per_s = stats.jobs as f64 / secs;
     let rate = if w.unit == "jobs" {
@@ -119,6 +139,7 @@ fn measure(w: &Workload, repeats: usize) -> Result<Measured, Error> {
         events: stats.events,
         jobs: stats.jobs,
         median_s: secs,
+        median_cpu_s: timing.cpu_s,
         repeats,
         events_per_s,
         jobs_per_s,
@@ -242,6 +263,18 @@ pub fn one(name: &str, horizon: Nanos) -> Result<serde_json::Value, Error> {
     }))
 }
 
+/// The file format of `bench export`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// schedkit scenario files, `set-NNN.toml` (what SimSo's script and `bench files` read).
+    #[default]
+    Toml,
+    /// Plain text, `set-NNN.tasks`, for peers written in C or C++ (the SchedCAT driver of
+    /// `bench/schedcat/`): a header line `cores C horizon_ns H`, then one line per task,
+    /// `wcet period deadline`, all in integer nanoseconds, in the scenario's task order.
+    Tasks,
+}
+
 /// What `bench export` writes.
 #[derive(Clone, Debug)]
 pub struct ExportOptions {
@@ -254,9 +287,24 @@ pub struct ExportOptions {
     pub seed: u64,
     /// Simulated time per set.
     pub horizon: Nanos,
+    pub format: ExportFormat,
 }
 
-/// `bench export`: UUniFast global-EDF task sets as (file name `set-NNN.toml`, scenario).
+/// The `tasks` format of [`ExportFormat::Tasks`]. UUniFast sets have one sequential region
+/// per task, which is all the format can say.
+pub fn tasks_text(scenario: &Scenario) -> String {
+    let mut s = format!(
+        "cores {} horizon_ns {}\n",
+        scenario.cores, scenario.horizon.0
+    );
+    for t in &scenario.tasks {
+        s.push_str(&format!("{} {} {}\n", t.work().0, t.period.0, t.deadline.0));
+    }
+    s
+}
+
+/// `bench export`: UUniFast global-EDF task sets as (file name `set-NNN.toml` or
+/// `set-NNN.tasks`, contents).
 pub fn export(o: &ExportOptions) -> Result<Vec<(String, String)>, Error> {
     if o.utilisation > o.tasks as f64 || o.utilisation <= 0.0 || o.cores == 0 {
         return Err(Error::BadInput(format!(
@@ -267,7 +315,10 @@ pub fn export(o: &ExportOptions) -> Result<Vec<(String, String)>, Error> {
     Ok((0..o.sets)
         .map(|k| {
             let s = gedf_workload(o.tasks, o.cores, o.utilisation, o.horizon, o.seed + k);
-            (format!("set-{k:03}.toml"), tasks_toml(&s))
+            match o.format {
+                ExportFormat::Toml => (format!("set-{k:03}.toml"), tasks_toml(&s)),
+                ExportFormat::Tasks => (format!("set-{k:03}.tasks"), tasks_text(&s)),
+            }
         })
         .collect())
 }
@@ -283,6 +334,8 @@ pub struct FileTiming {
     pub deadline_misses: u64,
     /// Median wall time of one simulation.
     pub median_s: f64,
+    /// Median CPU time of one simulation (the simulating thread's).
+    pub median_cpu_s: f64,
 }
 
 /// `bench files`: the simulation of each scenario file timed, the median of `repeats`.
@@ -304,7 +357,7 @@ pub fn files(
 
 fn time_file(f: &Path, repeats: usize) -> Result<FileTiming, Error> {
     let s = Scenario::load(f)?;
-    let (stats, misses, secs) = time_scenario(&s, repeats)?;
+    let (stats, misses, timing) = time_scenario(&s, repeats)?;
     Ok(FileTiming {
         file: f.to_path_buf(),
         tasks: s.tasks.len(),
@@ -312,7 +365,8 @@ fn time_file(f: &Path, repeats: usize) -> Result<FileTiming, Error> {
         jobs: stats.jobs,
         events: stats.events,
         deadline_misses: misses,
-        median_s: secs,
+        median_s: timing.wall_s,
+        median_cpu_s: timing.cpu_s,
     })
 }
 
@@ -328,7 +382,27 @@ mod tests {
             sets: 3,
             seed: 1,
             horizon: Nanos::from_secs(1),
+            format: ExportFormat::Toml,
         }
+    }
+
+    #[test]
+    fn the_tasks_format_holds_the_same_tasks_as_the_scenario() {
+        let o = ExportOptions {
+            format: ExportFormat::Tasks,
+            ..options(1.5)
+        };
+        let sets = export(&o).unwrap();
+        assert_eq!(sets[0].0, "set-000.tasks");
+        let toml = &export(&options(1.5)).unwrap()[0].1;
+        let scenario = Scenario::parse("set-000.toml", toml).unwrap();
+        let mut lines = sets[0].1.lines();
+        assert_eq!(lines.next(), Some("cores 2 horizon_ns 1000000000"));
+        for t in &scenario.tasks {
+            let want = format!("{} {} {}", t.work().0, t.period.0, t.deadline.0);
+            assert_eq!(lines.next(), Some(want.as_str()));
+        }
+        assert_eq!(lines.next(), None);
     }
 
     #[test]

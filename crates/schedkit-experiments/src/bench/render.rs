@@ -52,6 +52,7 @@ pub fn sim_text(b: &SimBench) -> String {
         "events",
         "jobs",
         "median s",
+        "cpu s",
         "events/s",
         "jobs/s",
         "target",
@@ -66,6 +67,7 @@ pub fn sim_text(b: &SimBench) -> String {
             m.events.to_string(),
             m.jobs.to_string(),
             format!("{:.4}", m.median_s),
+            format!("{:.4}", m.median_cpu_s),
             rate(m.events_per_s),
             if m.jobs > 0 {
                 rate(m.jobs_per_s)
@@ -119,15 +121,23 @@ pub fn files_json(rows: &[FileTiming], repeats: usize) -> serde_json::Value {
                 "events": r.events,
                 "deadline_misses": r.deadline_misses,
                 "median_s": r.median_s,
+                "median_cpu_s": r.median_cpu_s,
             })
         })
         .collect();
-    serde_json::json!({ "repeats": repeats, "total_s": total_s(rows), "files": files })
+    serde_json::json!({
+        "repeats": repeats,
+        "total_s": total_s(rows),
+        "total_cpu_s": rows.iter().map(|r| r.median_cpu_s).sum::<f64>(),
+        "files": files,
+    })
 }
 
 /// `bench files`'s table and the total of medians.
 pub fn files_text(rows: &[FileTiming], repeats: usize) -> String {
-    let mut t = table(&["file", "tasks", "cores", "jobs", "misses", "median s"]);
+    let mut t = table(&[
+        "file", "tasks", "cores", "jobs", "misses", "median s", "cpu s",
+    ]);
     for r in rows {
         t.add_row(vec![
             r.file.display().to_string(),
@@ -136,6 +146,7 @@ pub fn files_text(rows: &[FileTiming], repeats: usize) -> String {
             r.jobs.to_string(),
             r.deadline_misses.to_string(),
             format!("{:.5}", r.median_s),
+            format!("{:.5}", r.median_cpu_s),
         ]);
     }
     format!(
