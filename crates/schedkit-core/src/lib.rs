@@ -14,6 +14,7 @@ pub mod controllers;
 pub mod gang_overhead;
 pub mod generate;
 pub mod gps;
+mod overrides;
 pub mod report;
 pub mod scenario;
 pub mod time;
