@@ -10,6 +10,7 @@
 pub mod compare;
 mod error;
 pub mod shard;
+pub mod simso;
 pub mod tables;
 
 pub use error::Error;
