@@ -9,6 +9,8 @@
 
 pub mod compare;
 mod error;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 pub mod shard;
 pub mod simso;
 pub mod tables;

@@ -266,6 +266,72 @@ pub fn intervals_table(s: &Scenario, trace: &TraceLog) -> Table {
     table_of("intervals", &[], &intervals(s, trace), Some(&template))
 }
 
+/// The rows of a sweep as the `sweep` table.
+pub fn sweep_table(rows: &[schedkit_experiments::sweep::Row]) -> Table {
+    let template = schedkit_experiments::sweep::Row {
+        utilisation: 0.0,
+        policy: String::new(),
+        sets: 0,
+        sets_with_misses: 0,
+        rejected: 0,
+        jobs: 0,
+        deadline_misses: 0,
+        migrations: 0,
+        context_switches: 0,
+    };
+    table_of("sweep", &[], rows, Some(&template))
+}
+
+impl Table {
+    /// The table with a constant column put first (e.g. each run's `policy`).
+    pub fn with_leading(mut self, name: &str, value: &str) -> Table {
+        let col = Column::Str(vec![Some(value.to_string()); self.rows()]);
+        self.columns.insert(0, (name.to_string(), col));
+        self
+    }
+
+    /// Appends `other`'s rows; both must have the same columns of the same kinds.
+    pub fn append(&mut self, other: Table) -> Result<(), String> {
+        let names = |t: &Table| t.columns.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        if names(self) != names(&other) {
+            return Err(format!(
+                "table {}: the runs have different columns",
+                self.name
+            ));
+        }
+        for ((_, a), (n, b)) in self.columns.iter_mut().zip(other.columns) {
+            match (a, b) {
+                (Column::Int(a), Column::Int(b)) => a.extend(b),
+                (Column::Float(a), Column::Float(b)) => a.extend(b),
+                (Column::Str(a), Column::Str(b)) => a.extend(b),
+                (Column::Bool(a), Column::Bool(b)) => a.extend(b),
+                // An all-null integer column (a field no row of one run has) takes the
+                // other run's kind.
+                (a @ Column::Int(_), b)
+                    if !a.is_empty()
+                        && matches!(a, Column::Int(v) if v.iter().all(Option::is_none)) =>
+                {
+                    let n0 = a.len();
+                    let mut merged = match b {
+                        Column::Float(v) => Column::Float([vec![None; n0], v].concat()),
+                        Column::Str(v) => Column::Str([vec![None; n0], v].concat()),
+                        Column::Bool(v) => Column::Bool([vec![None; n0], v].concat()),
+                        Column::Int(v) => Column::Int([vec![None; n0], v].concat()),
+                    };
+                    std::mem::swap(a, &mut merged);
+                }
+                _ => {
+                    return Err(format!(
+                        "table {}: column {n} has different kinds",
+                        self.name
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

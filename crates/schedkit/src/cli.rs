@@ -50,6 +50,15 @@ enum Command {
     /// Run one of the papers' experiments on this machine (tables, JSON, SVG charts).
     #[command(subcommand)]
     Experiment(ExperimentCommand),
+    /// Turn another tool's configuration into a scenario: `import simso FILE.xml`.
+    #[command(subcommand)]
+    Import(crate::io_cmds::ImportCommand),
+    /// Write a scenario for another tool: `export simso FILE.toml`.
+    #[command(subcommand)]
+    Export(crate::io_cmds::ExportCommand),
+    /// Work on sweep results: `sweep merge SHARD.json...` (from `sim --sweep ... --shard I/N`).
+    #[command(subcommand)]
+    Sweep(crate::io_cmds::SweepCommand),
 }
 
 /// `schedkit experiment NAME`: one variant per experiment.
@@ -105,6 +114,10 @@ struct SimArgs {
     /// Also write the trace as Chrome trace-event JSON (opens in Perfetto) into this file.
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
+    /// Also write summary, threads, processes, groups and intervals (with --sweep: the sweep
+    /// rows) as Parquet files into this directory.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
 }
 
 /// A failure with its exit status.
@@ -166,6 +179,9 @@ pub fn main() -> ExitCode {
             ExperimentCommand::Tenants(a) => crate::experiment_fair::tenants(a),
             ExperimentCommand::Paws(a) => crate::experiment_paws::run(a),
         },
+        Command::Import(c) => crate::io_cmds::import(c),
+        Command::Export(c) => crate::io_cmds::export(c),
+        Command::Sweep(c) => crate::io_cmds::sweep(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -178,10 +194,10 @@ pub fn main() -> ExitCode {
 
 fn sim(a: SimArgs) -> Result<(), Failure> {
     if a.sweep.sweep.is_some() {
-        return crate::sweep::run(&a.file, &a.sweep, a.report.json);
+        return crate::sweep::run(&a.file, &a.sweep, a.report.json, a.parquet.as_deref());
     }
     let scenario = Scenario::load(&a.file)?;
-    let keep_trace = a.gantt.is_some() || a.trace.is_some();
+    let keep_trace = a.gantt.is_some() || a.trace.is_some() || a.parquet.is_some();
     let (report, trace, stats) = schedkit_sim::simulate_report(&scenario, keep_trace)?;
     output::emit(&report, &a.report)?;
     // The dispatcher's own counters (PAWS and WS steals, ...) after the shared table.
@@ -192,6 +208,9 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         println!("\n{} counters: {}", report.policy, c.join(", "));
+    }
+    if let (Some(dir), Some(trace)) = (&a.parquet, &trace) {
+        crate::io_cmds::sim_parquet(dir, &scenario, &report, trace)?;
     }
     if let Some(trace) = trace {
         output::write_trace_outputs(

@@ -11,15 +11,15 @@
 //! process CPU share (with each run's GPS share as a tick), average waiting and average
 //! turnaround.
 
-use crate::cli::{Failure, EXIT_BAD_INPUT};
+use crate::cli::Failure;
+#[cfg(test)]
+use crate::cli::EXIT_BAD_INPUT;
 use anyhow::Context;
 use clap::Args;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
-use rayon::prelude::*;
 use schedkit_core::report::Report;
 use schedkit_core::scenario::{PolicyName, Scenario};
 use schedkit_render::chart::{self, Axis, BarChart, BarSeries, Chart};
-use schedkit_sim::policies::SIM_POLICIES;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -35,68 +35,36 @@ pub struct CompareArgs {
     /// Print `{"scenario", "reports": [...]}` as JSON (one report per policy) instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also write summary, threads, processes, groups and intervals of every run (with a
+    /// `policy` column) as Parquet files into this directory.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
 }
 
-fn bad(message: String) -> Failure {
-    Failure {
-        status: EXIT_BAD_INPUT,
-        message,
-    }
-}
-
-/// Parses the `--policies` list: known simulator policies, no duplicates.
+/// Parses the `--policies` list: known simulator policies, no duplicates
+/// (`schedkit_io::compare`, shared with the Python module).
 fn parse_policies(list: &[String]) -> Result<Vec<PolicyName>, Failure> {
-    let known = || {
-        SIM_POLICIES
-            .iter()
-            .map(|p| p.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut out = Vec::new();
-    for raw in list {
-        let name = raw.trim();
-        let p = PolicyName::parse(name).ok_or_else(|| {
-            bad(format!(
-                "--policies: unknown policy \"{name}\" (simulator policies: {})",
-                known()
-            ))
-        })?;
-        if !SIM_POLICIES.contains(&p) {
-            return Err(bad(format!(
-                "--policies: policy \"{name}\" is not available in the simulator (simulator policies: {})",
-                known()
-            )));
-        }
-        if out.contains(&p) {
-            return Err(bad(format!("--policies: \"{name}\" is listed twice")));
-        }
-        out.push(p);
-    }
-    if out.is_empty() {
-        return Err(bad("--policies: name at least one policy".into()));
-    }
-    Ok(out)
+    Ok(schedkit_io::compare::parse_policies(list)?)
+}
+
+/// Runs the scenario once per policy, keeping traces for `--parquet`.
+fn run_traced(
+    scenario: &Scenario,
+    policies: &[PolicyName],
+    keep_trace: bool,
+) -> Result<Vec<schedkit_io::compare::Run>, Failure> {
+    let bar = indicatif::ProgressBar::new(policies.len() as u64);
+    let runs = schedkit_io::compare::run_all(scenario, policies, keep_trace, &|| bar.inc(1));
+    bar.finish_and_clear();
+    Ok(runs?)
 }
 
 /// Runs the scenario once per policy.
 pub fn run_all(scenario: &Scenario, policies: &[PolicyName]) -> Result<Vec<Report>, Failure> {
-    let bar = indicatif::ProgressBar::new(policies.len() as u64);
-    let results: Vec<_> = policies
-        .par_iter()
-        .map(|p| {
-            let mut s = scenario.clone();
-            s.policy.name = *p;
-            let r = schedkit_sim::simulate_report(&s, false).map(|(r, _, _)| r);
-            bar.inc(1);
-            r
-        })
-        .collect();
-    bar.finish_and_clear();
-    results
+    Ok(run_traced(scenario, policies, false)?
         .into_iter()
-        .map(|r| r.map_err(Failure::from))
-        .collect()
+        .map(|r| r.report)
+        .collect())
 }
 
 fn ms(ns: u64) -> String {
@@ -260,7 +228,11 @@ pub fn render_chart(reports: &[Report]) -> String {
 pub fn compare(a: CompareArgs) -> Result<(), Failure> {
     let policies = parse_policies(&a.policies)?;
     let scenario = Scenario::load(&a.file)?;
-    let reports = run_all(&scenario, &policies)?;
+    let runs = run_traced(&scenario, &policies, a.parquet.is_some())?;
+    if let Some(dir) = &a.parquet {
+        crate::io_cmds::compare_parquet(dir, &scenario, &runs)?;
+    }
+    let reports: Vec<Report> = runs.into_iter().map(|r| r.report).collect();
     if a.json {
         let doc = serde_json::json!({ "scenario": scenario.file, "reports": reports });
         println!(

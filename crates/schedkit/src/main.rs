@@ -9,6 +9,7 @@ mod experiment_fair;
 mod experiment_fibers;
 mod experiment_gang;
 mod experiment_paws;
+mod io_cmds;
 mod output;
 mod restore;
 mod run;

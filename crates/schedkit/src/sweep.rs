@@ -4,7 +4,7 @@
 use crate::cli::Failure;
 use clap::Args;
 use schedkit_core::scenario::Scenario;
-use schedkit_experiments::sweep::{render, sweep_with_progress, Progress, SweepOptions};
+use schedkit_experiments::sweep::{render, Progress, SweepOptions};
 
 /// The sweep options of `schedkit sim`.
 #[derive(Args, Clone, Default)]
@@ -24,6 +24,10 @@ pub struct SweepArgs {
     /// [u - 0.02, u] x cores) or `uunifast:N` (N tasks, U = u x cores).
     #[arg(long, default_value = "seed001", requires = "sweep")]
     pub generator: String,
+    /// Run only part I of N of the seeds (a contiguous range), for a job array; prints the
+    /// JSON that `schedkit sweep merge` sums back into the whole sweep exactly.
+    #[arg(long, value_name = "I/N", requires_all = ["sweep", "json"])]
+    pub shard: Option<String>,
 }
 
 impl From<&SweepArgs> for SweepOptions {
@@ -37,33 +41,36 @@ impl From<&SweepArgs> for SweepOptions {
     }
 }
 
-/// `schedkit sim FILE --sweep ...`: prints the table, or JSON with `json`.
-pub fn run(file: &std::path::Path, args: &SweepArgs, json: bool) -> Result<(), Failure> {
+/// `schedkit sim FILE --sweep ...`: prints the table, or JSON with `json`; with `parquet`,
+/// also writes the rows as DIR/sweep.parquet.
+pub fn run(
+    file: &std::path::Path,
+    args: &SweepArgs,
+    json: bool,
+    parquet: Option<&std::path::Path>,
+) -> Result<(), Failure> {
     let base = Scenario::load(file)?;
     let options = SweepOptions::from(args);
+    let shard = args
+        .shard
+        .as_deref()
+        .map(schedkit_io::shard::Shard::parse)
+        .transpose()?;
     let pb = progress();
-    let rows = sweep_with_progress(&base, &options, &|p| match p {
+    let doc = schedkit_io::shard::run(&base, &options, shard, &|p| match p {
         Progress::Start(n) => pb.set_length(n),
         Progress::SetDone => pb.inc(1),
         Progress::Finished => pb.finish_and_clear(),
     })?;
-    if json {
-        let doc = serde_json::json!({
-            "file": base.file,
-            "cores": base.cores,
-            "horizon_ns": base.horizon.0,
-            "generator": args.generator,
-            "sweep": args.sweep,
-            "rows": rows,
-        });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?
-        );
-    } else {
-        print!("{}", render(&base, &options, &rows));
+    if let Some(dir) = parquet {
+        crate::io_cmds::write_parquet(dir, &[schedkit_io::tables::sweep_table(&doc.rows)])?;
     }
-    Ok(())
+    if json {
+        crate::io_cmds::print_sweep(&doc, true)
+    } else {
+        print!("{}", render(&base, &options, &doc.rows));
+        Ok(())
+    }
 }
 
 fn progress() -> indicatif::ProgressBar {
