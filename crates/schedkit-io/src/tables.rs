@@ -300,26 +300,23 @@ impl Table {
             ));
         }
         for ((_, a), (n, b)) in self.columns.iter_mut().zip(other.columns) {
+            // An all-null integer column (a field no row of one run has) takes the other
+            // run's kind.
+            if matches!(a, Column::Int(v) if v.iter().all(Option::is_none))
+                && !matches!(b, Column::Int(_))
+            {
+                let n0 = a.len();
+                *a = match &b {
+                    Column::Float(_) => Column::Float(vec![None; n0]),
+                    Column::Str(_) => Column::Str(vec![None; n0]),
+                    _ => Column::Bool(vec![None; n0]),
+                };
+            }
             match (a, b) {
                 (Column::Int(a), Column::Int(b)) => a.extend(b),
                 (Column::Float(a), Column::Float(b)) => a.extend(b),
                 (Column::Str(a), Column::Str(b)) => a.extend(b),
                 (Column::Bool(a), Column::Bool(b)) => a.extend(b),
-                // An all-null integer column (a field no row of one run has) takes the
-                // other run's kind.
-                (a @ Column::Int(_), b)
-                    if !a.is_empty()
-                        && matches!(a, Column::Int(v) if v.iter().all(Option::is_none)) =>
-                {
-                    let n0 = a.len();
-                    let mut merged = match b {
-                        Column::Float(v) => Column::Float([vec![None; n0], v].concat()),
-                        Column::Str(v) => Column::Str([vec![None; n0], v].concat()),
-                        Column::Bool(v) => Column::Bool([vec![None; n0], v].concat()),
-                        Column::Int(v) => Column::Int([vec![None; n0], v].concat()),
-                    };
-                    std::mem::swap(a, &mut merged);
-                }
                 _ => {
                     return Err(format!(
                         "table {}: column {n} has different kinds",

@@ -95,7 +95,11 @@ pub fn sweep(c: SweepCommand) -> Result<(), Failure> {
         let name = f.display().to_string();
         let text = std::fs::read_to_string(f).with_context(|| format!("reading {name}"))?;
         let doc: SweepDoc = serde_json::from_str(&text).map_err(|e| {
-            schedkit_io::Error::bad_option("merge", &name, format!("not a sweep --json document: {e}"))
+            schedkit_io::Error::bad_option(
+                "merge",
+                &name,
+                format!("not a sweep --json document: {e}"),
+            )
         })?;
         docs.push((name, doc));
     }
@@ -110,13 +114,19 @@ pub fn sweep(c: SweepCommand) -> Result<(), Failure> {
 /// A sweep document as the table or as JSON (the format `--shard` and `merge` exchange).
 pub fn print_sweep(doc: &SweepDoc, json: bool) -> Result<(), Failure> {
     if json {
-        println!("{}", serde_json::to_string_pretty(doc).context("serialising the sweep")?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(doc).context("serialising the sweep")?
+        );
         return Ok(());
     }
     // The table's heading names the file, cores and horizon: rebuild that much of the base.
     let base = Scenario::parse(
         &doc.file,
-        &format!("cores = {}\n[run]\nhorizon = \"{}ns\"\n", doc.cores, doc.horizon_ns),
+        &format!(
+            "cores = {}\n[run]\nhorizon = \"{}ns\"\n",
+            doc.cores, doc.horizon_ns
+        ),
     )?;
     let options = schedkit_experiments::sweep::SweepOptions {
         sweep: doc.sweep.clone(),
@@ -124,7 +134,10 @@ pub fn print_sweep(doc: &SweepDoc, json: bool) -> Result<(), Failure> {
         policies: Vec::new(),
         generator: doc.generator.clone(),
     };
-    print!("{}", schedkit_experiments::sweep::render(&base, &options, &doc.rows));
+    print!(
+        "{}",
+        schedkit_experiments::sweep::render(&base, &options, &doc.rows)
+    );
     Ok(())
 }
 
@@ -147,7 +160,11 @@ pub fn sim_parquet(
 
 /// `compare --parquet DIR`: the same five tables, every run's rows with a leading `policy`
 /// column (the summary has one already).
-pub fn compare_parquet(dir: &Path, scenario: &Scenario, runs: &[schedkit_io::compare::Run]) -> Result<(), Failure> {
+pub fn compare_parquet(
+    dir: &Path,
+    scenario: &Scenario,
+    runs: &[schedkit_io::compare::Run],
+) -> Result<(), Failure> {
     let mut all: Vec<Table> = Vec::new();
     for r in runs {
         let mut t = tables::report_tables(&r.report);
@@ -156,7 +173,11 @@ pub fn compare_parquet(dir: &Path, scenario: &Scenario, runs: &[schedkit_io::com
             t.push(tables::intervals_table(&s, trace));
         }
         for (i, table) in t.into_iter().enumerate() {
-            let table = if table.name == "summary" { table } else { table.with_leading("policy", &r.report.policy) };
+            let table = if table.name == "summary" {
+                table
+            } else {
+                table.with_leading("policy", &r.report.policy)
+            };
             match all.get_mut(i) {
                 Some(acc) => acc.append(table).map_err(anyhow::Error::msg)?,
                 None => all.push(table),
