@@ -126,7 +126,7 @@ def compare(scenario: Scenario, policies: Sequence[str]) -> pd.DataFrame:
 
     The index is ``(process, metric)``: per process its share, GPS share, average waiting
     and turnaround, then ``("summary", metric)`` rows, like ``schedkit compare``'s table. The
-    full results are in ``df.attrs["results"]`` (policy -> Result).
+    full reports are in ``df.attrs["reports"]`` (policy -> the ``--json`` report dict).
     """
     if isinstance(policies, str):
         policies = [p for p in policies.split(",") if p]
@@ -147,7 +147,8 @@ def compare(scenario: Scenario, policies: Sequence[str]) -> pd.DataFrame:
         columns[res.policy] = pd.Series(values, dtype="float64")
     df = pd.DataFrame(columns)
     df.index = pd.MultiIndex.from_tuples(index, names=["process", "metric"])
-    df.attrs["results"] = {r.policy: r for r in results}
+    # attrs hold plain data: pandas copies them along with the frame.
+    df.attrs["reports"] = {r.policy: r.to_json() for r in results}
     return df
 
 

@@ -39,3 +39,10 @@ def cli():
         return json.loads(p.stdout) if as_json else p
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def _in_the_repository(monkeypatch):
+    """Tests run in the repository root, like the CLI they are compared with, so relative
+    file names (which reports carry) are the same on both sides."""
+    monkeypatch.chdir(ROOT)

@@ -28,7 +28,7 @@ def test_unknown_keys_and_units():
 def test_dict_errors_name_the_field():
     with pytest.raises(schedkit.ScenarioError) as e:
         schedkit.Scenario.from_dict({"process": [{"name": "a", "nice": 40}]})
-    assert e.value.field == "nice" and e.value.file == "<dict>"
+    assert e.value.field == "process.nice" and e.value.file == "<dict>"
 
 
 def test_overrides_check_like_the_cli(root):

@@ -100,11 +100,20 @@ fn table_of<T: Serialize>(
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
             .collect();
-        // A struct serialises field by field in declaration order; reading it back into an
-        // IndexMap keeps that order (serde_json's own map would sort the keys).
+        // A struct serialises field by field in declaration order; reading the text back
+        // into an IndexMap keeps that order (serde_json's own map sorts keys). The values
+        // come from `to_value`, not from the text, so floats stay bit-exact.
         let text = serde_json::to_string(r).expect("report rows serialise");
-        let fields: IndexMap<String, Value> =
+        let order: IndexMap<String, serde::de::IgnoredAny> =
             serde_json::from_str(&text).expect("serialised rows parse");
+        let mut values = match serde_json::to_value(r).expect("report rows serialise") {
+            Value::Object(o) => o,
+            _ => serde_json::Map::new(),
+        };
+        let fields = order.into_keys().map(|k| {
+            let v = values.remove(&k).unwrap_or(Value::Null);
+            (k, v)
+        });
         m.extend(fields);
         m
     };
