@@ -128,9 +128,9 @@ impl Doc<'_> {
 /// A duration as the scenario format writes it, exact to the nanosecond.
 fn duration(n: Nanos) -> String {
     let ns = n.0;
-    if ns % 1_000_000 == 0 {
+    if ns.is_multiple_of(1_000_000) {
         format!("\"{}ms\"", ns / 1_000_000)
-    } else if ns % 1_000 == 0 {
+    } else if ns.is_multiple_of(1_000) {
         format!("\"{}us\"", ns / 1_000)
     } else {
         format!("\"{ns}ns\"")

@@ -59,8 +59,9 @@ fn run_traced(
     Ok(runs?)
 }
 
-/// Runs the scenario once per policy.
-pub fn run_all(scenario: &Scenario, policies: &[PolicyName]) -> Result<Vec<Report>, Failure> {
+/// Runs the scenario once per policy (the tests' entry point).
+#[cfg(test)]
+fn run_all(scenario: &Scenario, policies: &[PolicyName]) -> Result<Vec<Report>, Failure> {
     Ok(run_traced(scenario, policies, false)?
         .into_iter()
         .map(|r| r.report)
