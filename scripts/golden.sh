@@ -25,6 +25,9 @@ if [[ ( $mode != record && $mode != check ) || -z $dir ]]; then
 fi
 cd "$(dirname "$0")/.."
 bin=${SCHEDKIT:-target/release/schedkit}
+# `policy = "default"` simulates the model of the running kernel; pin the release so the
+# outputs do not depend on the machine (Linux 6.18: the eevdf model).
+export SCHEDKIT_SIM_KERNEL=6.18
 if [[ ! -x $bin ]]; then
     echo "golden: $bin not built (cargo build --release)" >&2
     exit 2

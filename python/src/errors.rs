@@ -118,5 +118,8 @@ pub fn io_error(e: schedkit_io::Error) -> PyErr {
         Error::Experiment(schedkit_experiments::Error::BadOption { flag, value, .. })
         | Error::BadOption { flag, value, .. } => option_error(&flag, &value, text),
         Error::File { .. } => PyOSError::new_err(text),
+        // Options unusable together, a failed measurement: input or not, Python's ValueError
+        // says it as well as any.
+        Error::Experiment(_) => PyValueError::new_err(text),
     }
 }

@@ -123,15 +123,21 @@ pub fn compare(
     let names = schedkit_io::compare::parse_policies(&policies).map_err(io_error)?;
     let s = &scenario.inner;
     let runs = py
-        .allow_threads(|| schedkit_io::compare::run_all(s, &names, false, &|| {}))
-        .map_err(io_error)?;
+        .allow_threads(|| {
+            schedkit_experiments::compare::run_all(
+                s,
+                &names,
+                &schedkit_experiments::progress::Silent,
+            )
+        })
+        .map_err(|e| io_error(e.into()))?;
     Ok(runs
         .into_iter()
         .zip(&names)
-        .map(|(r, p)| PySimResult {
+        .map(|(report, p)| PySimResult {
             // Each result re-simulates under its own policy if its trace is asked for.
             scenario: s.with_policy(p.as_str()).expect("a parsed policy name"),
-            report: r.report,
+            report,
             trace: OnceLock::new(),
         })
         .collect())
@@ -186,7 +192,7 @@ pub fn sweep_shard(
         .map_err(io_error)?;
     let s = &scenario.inner;
     let doc = py
-        .allow_threads(|| shard::run(s, &opts, shard, &|_| {}))
+        .allow_threads(|| shard::run(s, &opts, shard, &schedkit_experiments::progress::Silent))
         .map_err(io_error)?;
     serde_json::to_string_pretty(&doc).map_err(|e| PyRuntimeError::new_err(e.to_string()))
 }

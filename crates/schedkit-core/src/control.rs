@@ -55,11 +55,22 @@ pub enum Action {
 }
 
 /// A periodic controller.
+///
+/// Calling contract: both engines call it from one thread. The simulator calls `tick` at time
+/// 0 and then every `period` of virtual time, as the second event class of its instant (after
+/// releases and arrivals, before slice ends), with every running thread charged up to now;
+/// `schedkit run` calls it every `period` of real time on a sampled snapshot. A controller may
+/// change only its own state and push [`Action`]s; it never touches the engine. The engine
+/// applies the actions in order; one it cannot apply (an unknown or finished thread, a core,
+/// group or process that does not exist, a zero weight) is refused and counted with its
+/// reason (the simulator's `Invariants::refused_actions`), the rest still apply.
 pub trait Controller: Send {
-    /// Its scenario name.
+    /// Its scenario name, used in refusal reasons. No default.
     fn name(&self) -> &'static str;
-    /// How often `tick` runs.
+    /// How often `tick` runs. Asked when the engine starts and after every tick (a controller
+    /// may change it). No default.
     fn period(&self) -> Nanos;
-    /// Looks at the snapshot and pushes actions. Called every `period`, first at time 0.
+    /// Looks at the snapshot and pushes actions into `out` (empty on entry). Called every
+    /// `period`, first at time 0. No default.
     fn tick(&mut self, snapshot: &Snapshot, out: &mut Vec<Action>);
 }

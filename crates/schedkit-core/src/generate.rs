@@ -417,6 +417,19 @@ pub fn bench_workloads(quick: bool, horizon: Option<Nanos>) -> Vec<Workload> {
             kind: WorkloadKind::Processes(1000),
         });
     }
+    // The EEVDF model on the same workloads: issue 19 asks for at least 70 % of the CFS
+    // model's events/s, so its target is 70 % of theirs.
+    for cores in [2, 8, 64] {
+        out.push(Workload {
+            name: format!("eevdf-1000x{cores}"),
+            unit: "events",
+            target: 1.4e6,
+            policy: PolicyName::Eevdf,
+            cores,
+            horizon: h(10),
+            kind: WorkloadKind::Processes(1000),
+        });
+    }
     for (tasks, cores, utilisation) in [(20, 4, 3.0), (100, 16, 12.0), (1000, 64, 48.0)] {
         out.push(Workload {
             name: format!("gedf-{tasks}x{cores}"),
@@ -516,7 +529,7 @@ mod tests {
     }
 
     #[test]
-    fn bench_workloads_have_the_sizes_of_issue_2() {
+    fn bench_workloads_have_the_sizes_of_issues_2_and_19() {
         let w = bench_workloads(true, None);
         let names: Vec<&str> = w.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(
@@ -526,6 +539,9 @@ mod tests {
                 "cfs-1000x2",
                 "cfs-1000x8",
                 "cfs-1000x64",
+                "eevdf-1000x2",
+                "eevdf-1000x8",
+                "eevdf-1000x64",
                 "gedf-20x4",
                 "gedf-100x16",
                 "gedf-1000x64"
@@ -537,9 +553,11 @@ mod tests {
         assert_eq!(rr.policy.quantum, Nanos::from_ms(1));
         assert_eq!(rr.horizon, Nanos::from_secs(2));
         assert_eq!(w[3].scenario().cores, 64);
-        let u: f64 = w[4].scenario().tasks.iter().map(|t| t.utilisation()).sum();
+        assert_eq!(w[6].scenario().cores, 64);
+        assert_eq!(w[6].scenario().policy.name, PolicyName::Eevdf);
+        let u: f64 = w[7].scenario().tasks.iter().map(|t| t.utilisation()).sum();
         assert!((u - 3.0).abs() < 1e-3);
-        assert_eq!(w[6].scenario().tasks.len(), 1000);
+        assert_eq!(w[9].scenario().tasks.len(), 1000);
     }
 
     #[test]

@@ -6,7 +6,11 @@
 //!
 //! Definitions (also in `docs/metrics.md`, which tests keep honest):
 //! - turnaround = finish - arrival (for unfinished threads: end of window - arrival);
-//!   waiting = turnaround - cpu; response = first dispatch - arrival (seed 004, 3.1.1).
+//!   waiting = turnaround - cpu - blocked (time runnable but not running: a thread's sleep is
+//!   not waiting; for threads that never block this is seed 004's turnaround - cpu, 3.1.1);
+//!   response = first dispatch - arrival. An engine that measures run-queue delay itself
+//!   (the real engine, from schedstat) gives it through [`Metrics::measured_waiting`], and
+//!   that figure is the thread's waiting.
 //! - a *dispatch* is a `Dispatch` event; a *context switch* is a dispatch on a core whose
 //!   previous thread was a different thread (idle in between does not matter; a core's first
 //!   dispatch is not a switch); a *preemption* is a `Deschedule` for `Preempted` or `Expired`;
@@ -23,6 +27,18 @@ use crate::time::Nanos;
 use crate::trace::{Event, Owner, Reason, Slot, TraceSink};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// Whether a job with absolute deadline `deadline` misses it (docs/metrics.md, "deadline
+/// miss"): finished (`finish` is `Some`) after the deadline, or not finished by the end of
+/// the run, `end`, with the deadline before then. A job finishing exactly at its deadline
+/// meets it; `end` matters only for an unfinished job. The one definition the report's
+/// counts and the Chrome trace's miss events share.
+pub fn misses_deadline(deadline: Nanos, finish: Option<Nanos>, end: Nanos) -> bool {
+    match finish {
+        Some(t) => t > deadline,
+        None => deadline < end,
+    }
+}
 
 /// Per thread (process threads) or per task (real-time tasks, aggregated over jobs).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -50,10 +66,16 @@ pub struct ShareReport {
     pub name: String,
     pub threads: u64,
     pub cpu_ns: u64,
-    /// Fraction of the machine's CPU time in the window.
+    /// Fraction of the machine's CPU time in the window (cores x window).
     pub share: f64,
-    /// GPS share over the same window.
+    /// GPS share of the machine over the same window.
     pub ideal_share: f64,
+    /// Fraction of the CPU time the job (every process of the scenario) received: on a
+    /// machine shared with outside load this, not `share`, is the one to hold against
+    /// `ideal_job_share`.
+    pub job_share: f64,
+    /// This entity's GPS service as a fraction of the job's total GPS service.
+    pub ideal_job_share: f64,
     /// Ideal minus actual CPU time at the end of the window.
     pub lag_ns: i64,
     pub max_abs_lag_ns: u64,
@@ -75,8 +97,12 @@ pub struct Summary {
     pub migrations: u64,
     pub deadline_misses: u64,
     pub jobs: u64,
-    /// Largest |share - ideal_share| over processes.
+    /// Largest |share - ideal_share| over processes (shares of the machine).
     pub max_abs_share_error: f64,
+    /// Largest |job_share - ideal_job_share| over processes (shares of the job's CPU time).
+    pub max_abs_job_share_error: f64,
+    /// CPU time of the whole job (all processes and tasks) in the window.
+    pub job_cpu_ns: u64,
     /// Mean over processes of |actual - ideal| / ideal, in percent (seed 004, 4.6).
     pub mean_abs_pct_error: f64,
     pub max_abs_lag_ns: u64,
@@ -97,6 +123,14 @@ pub struct Report {
     pub processes: Vec<ShareReport>,
     pub groups: Vec<ShareReport>,
     pub summary: Summary,
+    /// The CPUs the job could use, where the engine knows them (a real run: `0-1`; `null`
+    /// for the simulator, whose cores are the scenario's).
+    #[serde(default)]
+    pub cpus: Option<String>,
+    /// Where the run was not what the scenario asked (fewer CPUs, outside load, an overrun
+    /// horizon, degraded privileges), one sentence each; empty for the simulator.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Clone, Default)]
@@ -107,6 +141,11 @@ struct ThreadStats {
     cpu: u64,
     migrations: u64,
     switches: u64,
+    /// Time blocked (between `Block` and `Wake`), and since when it is blocked now.
+    blocked: u64,
+    blocked_since: Option<Nanos>,
+    /// Run-queue delay measured by the engine itself (see [`Metrics::measured_waiting`]).
+    measured_waiting: Option<u64>,
 }
 
 #[derive(Clone, Default)]
@@ -198,6 +237,21 @@ pub struct Metrics {
     next_sample: u64,
     /// C / T of each real-time task: its ideal share of one core.
     task_utilisation: Vec<f64>,
+    /// Per task, what an engine that does not trace every dispatch measured instead
+    /// ([`Metrics::measured_task`]).
+    measured_tasks: Vec<Option<MeasuredTask>>,
+    /// Context switches and migrations of the whole run as the engine measured them
+    /// ([`Metrics::measured_totals`]).
+    measured_totals: Option<(u64, u64)>,
+}
+
+/// A task's counts from an engine that measures them rather than tracing each dispatch (the
+/// real task runners): CPU time (`None`: not measured per task), migrations, switches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MeasuredTask {
+    pub cpu_ns: Option<u64>,
+    pub migrations: u64,
+    pub context_switches: u64,
 }
 
 impl Metrics {
@@ -274,12 +328,58 @@ impl Metrics {
             gps_all_capped: false,
             sample_interval,
             next_sample: sample_interval,
+            measured_tasks: vec![None; scenario.tasks.len()],
+            measured_totals: None,
         }
+    }
+
+    /// What the engine measured for task `task` (the real task runners trace releases and
+    /// finishes of jobs, not every dispatch). With a CPU time, the task's share and lag are
+    /// of that CPU time, known at the end only (so `max_abs_lag_ns` is |lag| at the end);
+    /// without one, CPU, share and lag stay unmeasured (zero) for every task.
+    pub fn measured_task(&mut self, task: usize, m: MeasuredTask) {
+        if let Some(slot) = self.measured_tasks.get_mut(task) {
+            *slot = Some(m);
+        }
+    }
+
+    /// The run's context switches and migrations as the engine counted them (whose counts
+    /// they are is the engine's to say); they replace the counts of the traced dispatches.
+    pub fn measured_totals(&mut self, context_switches: u64, migrations: u64) {
+        self.measured_totals = Some((context_switches, migrations));
     }
 
     /// Records iterations of a built-in workload (the real engine).
     pub fn set_work_done(&mut self, process: usize, iterations: u64) {
         self.entities[process].work_done = Some(iterations);
+    }
+
+    /// The run-queue delay of thread `thread` of process `process` as the engine measured it
+    /// (the real engine: schedstat's `run_delay`); it becomes that thread's `waiting_ns`.
+    /// Sampled placements cannot tell when inside a sampling period a thread slept, so the
+    /// kernel's own count is the one source of the figure in `run`.
+    pub fn measured_waiting(&mut self, process: usize, thread: usize, ns: u64) {
+        if let Some(&base) = self.process_thread_base.get(process) {
+            if let Some(ts) = self.threads.get_mut(base + thread) {
+                ts.measured_waiting = Some(ns);
+            }
+        }
+    }
+
+    /// Starts or ends a blocked stretch of a process thread.
+    fn note_blocked(&mut self, owner: Owner, blocked: bool, t: Nanos) {
+        let Some(ti) = self.thread_index(owner) else {
+            return;
+        };
+        let ts = &mut self.threads[ti];
+        match (blocked, ts.blocked_since) {
+            (true, None) => ts.blocked_since = Some(t),
+            (false, Some(since)) => {
+                ts.blocked += (t - since).0;
+                ts.blocked_since = None;
+            }
+            _ => {}
+        }
     }
 
     fn entity_of(&self, owner: Owner) -> usize {
@@ -527,7 +627,10 @@ impl Metrics {
                 };
                 let done = ts.finish.unwrap_or(end);
                 let turnaround = (done - arrival).0;
-                let waiting = turnaround.saturating_sub(ts.cpu);
+                let blocked = ts.blocked + ts.blocked_since.map_or(0, |b| (done - b).0);
+                let waiting = ts
+                    .measured_waiting
+                    .unwrap_or_else(|| turnaround.saturating_sub(ts.cpu + blocked));
                 let response = ts.start.map(|s| (s - arrival).0);
                 sum_wait += waiting;
                 sum_turn += turnaround;
@@ -566,9 +669,29 @@ impl Metrics {
         let np = self.process_names.len();
         let mut misses = 0;
         let mut jobs = 0;
+        // Measured task counts replace the traced ones (there are none to replace).
+        let any_measured = self.measured_tasks.iter().any(Option::is_some);
+        let all_cpu_measured = any_measured
+            && self
+                .measured_tasks
+                .iter()
+                .all(|m| m.is_some_and(|m| m.cpu_ns.is_some()));
+        for (k, m) in self.measured_tasks.iter().enumerate() {
+            let Some(m) = m else { continue };
+            self.tasks[k].migrations = m.migrations;
+            self.tasks[k].switches = m.context_switches;
+            if let Some(cpu) = m.cpu_ns {
+                self.entities[np + k].cpu = cpu;
+                self.busy_ns += cpu;
+            }
+        }
         for (k, ts) in self.tasks.iter_mut().enumerate() {
             // Jobs still open at the end whose deadline has passed are misses too.
-            let late = ts.open.values().filter(|(_, d)| *d < end).count() as u64;
+            let late = ts
+                .open
+                .values()
+                .filter(|(_, d)| misses_deadline(*d, None, end))
+                .count() as u64;
             ts.misses += late;
             misses += ts.misses;
             jobs += ts.jobs;
@@ -592,18 +715,31 @@ impl Metrics {
         }
 
         let task_utilisation = &self.task_utilisation;
-        let share_of = |i: usize, e: &Entity, wait: (u64, u64, u64)| -> ShareReport {
-            let ideal = if i < np {
+        let ideal_of = |i: usize, e: &Entity| {
+            if i < np {
                 e.gps_settled
             } else {
                 task_utilisation[i - np] * window as f64
-            };
+            }
+        };
+        let job_cpu: u64 = self.entities.iter().map(|e| e.cpu).sum();
+        let job_ideal: f64 = self
+            .entities
+            .iter()
+            .enumerate()
+            .map(|(i, e)| ideal_of(i, e))
+            .sum();
+        let frac = |x: f64, of: f64| if of > 0.0 { x / of } else { 0.0 };
+        let share_of = |i: usize, e: &Entity, wait: (u64, u64, u64)| -> ShareReport {
+            let ideal = ideal_of(i, e);
             ShareReport {
                 name: e.name.clone(),
                 threads: e.threads,
                 cpu_ns: e.cpu,
                 share: e.cpu as f64 / capacity,
                 ideal_share: ideal / capacity,
+                job_share: frac(e.cpu as f64, job_cpu as f64),
+                ideal_job_share: frac(ideal, job_ideal),
                 lag_ns: (ideal - e.cpu as f64).round() as i64,
                 max_abs_lag_ns: e.max_abs_lag.round() as u64,
                 avg_waiting_ns: wait.0.checked_div(wait.2).unwrap_or(0),
@@ -612,12 +748,22 @@ impl Metrics {
                 work_rate: e.work_done.map(|w| w as f64 / (window as f64 / 1e9)),
             }
         };
-        let processes: Vec<ShareReport> = self
+        let mut processes: Vec<ShareReport> = self
             .entities
             .iter()
             .enumerate()
             .map(|(i, e)| share_of(i, e, if i < np { proc_wait[i] } else { (0, 0, 0) }))
             .collect();
+        // A measured task's lag is known at the end only; unmeasured CPU means no lag at all.
+        if any_measured {
+            for p in processes.iter_mut().skip(np) {
+                if all_cpu_measured {
+                    p.max_abs_lag_ns = p.lag_ns.unsigned_abs();
+                } else {
+                    (p.lag_ns, p.max_abs_lag_ns) = (0, 0);
+                }
+            }
+        }
         let groups: Vec<ShareReport> = (0..self.group_names.len())
             .map(|g| {
                 let members: Vec<usize> = (0..np)
@@ -638,6 +784,8 @@ impl Metrics {
                     cpu_ns: cpu,
                     share: cpu as f64 / capacity,
                     ideal_share: ideal / capacity,
+                    job_share: frac(cpu as f64, job_cpu as f64),
+                    ideal_job_share: frac(ideal, job_ideal),
                     lag_ns: (ideal - cpu as f64).round() as i64,
                     max_abs_lag_ns: self.group_max_abs_lag[g].round() as u64,
                     avg_waiting_ns: wait.0.checked_div(wait.2).unwrap_or(0),
@@ -651,6 +799,10 @@ impl Metrics {
         let max_abs_share_error = fair
             .iter()
             .map(|p| (p.share - p.ideal_share).abs())
+            .fold(0.0, f64::max);
+        let max_abs_job_share_error = fair
+            .iter()
+            .map(|p| (p.job_share - p.ideal_job_share).abs())
             .fold(0.0, f64::max);
         let pct: Vec<f64> = fair
             .iter()
@@ -691,13 +843,15 @@ impl Metrics {
                 avg_waiting_ns: div(sum_wait, n_thr),
                 avg_turnaround_ns: div(sum_turn, n_thr),
                 avg_response_ns: div(sum_resp, n_resp),
-                context_switches: self.switches,
+                context_switches: self.measured_totals.map_or(self.switches, |m| m.0),
                 dispatches: self.dispatches,
                 preemptions: self.preemptions,
-                migrations: self.migrations,
+                migrations: self.measured_totals.map_or(self.migrations, |m| m.1),
                 deadline_misses: misses,
                 jobs,
                 max_abs_share_error,
+                max_abs_job_share_error,
+                job_cpu_ns: job_cpu,
                 mean_abs_pct_error,
                 max_abs_lag_ns: processes
                     .iter()
@@ -711,6 +865,8 @@ impl Metrics {
             threads,
             processes,
             groups,
+            cpus: None,
+            warnings: Vec::new(),
         }
     }
 }
@@ -749,6 +905,11 @@ impl TraceSink for Metrics {
                 let key = (slot, s.generation);
                 let owner = s.owner;
                 self.dispatches += 1;
+                // Core numbers are the engine's: a real run's job CPUs may be `1-3` while
+                // `cores` (the capacity) is 3.
+                if core >= self.core_last.len() {
+                    self.core_last.resize(core + 1, None);
+                }
                 if let Some(prev) = self.core_last[core] {
                     if prev != key {
                         self.switches += 1;
@@ -799,12 +960,21 @@ impl TraceSink for Metrics {
                     }
                 }
             }
-            Event::Block { t, slot } => self.set_runnable(slot, false, t.0),
-            Event::Wake { t, slot } => self.set_runnable(slot, true, t.0),
+            Event::Block { t, slot } => {
+                self.set_runnable(slot, false, t.0);
+                let owner = self.slots[slot as usize].expect("unknown slot").owner;
+                self.note_blocked(owner, true, t);
+            }
+            Event::Wake { t, slot } => {
+                self.set_runnable(slot, true, t.0);
+                let owner = self.slots[slot as usize].expect("unknown slot").owner;
+                self.note_blocked(owner, false, t);
+            }
             Event::Finish { t, slot } => {
                 self.close_interval(slot, t);
                 self.set_runnable(slot, false, t.0);
                 let owner = self.slots[slot as usize].expect("unknown slot").owner;
+                self.note_blocked(owner, false, t);
                 if let Some(ti) = self.thread_index(owner) {
                     self.threads[ti].finish = Some(t);
                 }
@@ -824,7 +994,7 @@ impl TraceSink for Metrics {
                 let ts = &mut self.tasks[task];
                 if let Some((release, deadline)) = ts.open.remove(&job) {
                     ts.max_response = ts.max_response.max((t - release).0);
-                    if t > deadline {
+                    if misses_deadline(deadline, Some(t), t) {
                         ts.misses += 1;
                     }
                 }
@@ -843,6 +1013,16 @@ impl TraceSink for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deadline_is_met_at_the_instant_and_missed_after_or_unfinished_before_the_end() {
+        let (d, end) = (Nanos(100), Nanos(200));
+        assert!(!misses_deadline(d, Some(Nanos(100)), end));
+        assert!(misses_deadline(d, Some(Nanos(101)), end));
+        assert!(misses_deadline(d, None, end));
+        assert!(!misses_deadline(Nanos(200), None, end));
+        assert!(!misses_deadline(Nanos(300), None, end));
+    }
 
     /// Lag is piecewise linear; its peak between samples must not be missed.
     #[test]
@@ -894,5 +1074,87 @@ mod tests {
         assert_eq!(r.processes[1].max_abs_lag_ns, 2_000_000);
         assert_eq!(r.processes[0].lag_ns, -500_000);
         assert_eq!(r.summary.max_abs_lag_ns, 2_000_000);
+    }
+
+    /// Sleep is not waiting: a thread that runs 10 ms, sleeps 20 ms and runs 10 ms beside an
+    /// idle core waited 0; one that shares its core the whole time waited what the other ran.
+    /// Job shares are of the job's CPU time, machine shares of cores x window.
+    #[test]
+    fn waiting_excludes_blocked_time_and_job_shares_split_the_job() {
+        let s = Scenario::parse(
+            "t.toml",
+            "cores = 2\n[run]\nhorizon = \"40ms\"\n[[process]]\nname = \"A\"\n[[process]]\nname = \"B\"\n",
+        )
+        .unwrap();
+        let mut m = Metrics::new(&s, "test", 2);
+        let ms = Nanos::from_ms;
+        let owner = |process| Owner::Process { process, thread: 0 };
+        let mut ev = vec![
+            Event::Arrive {
+                t: ms(0),
+                slot: 0,
+                owner: owner(0),
+            },
+            Event::Arrive {
+                t: ms(0),
+                slot: 1,
+                owner: owner(1),
+            },
+            Event::Dispatch {
+                t: ms(0),
+                core: 0,
+                slot: 0,
+            },
+            Event::Deschedule {
+                t: ms(10),
+                core: 0,
+                slot: 0,
+                reason: Reason::Blocked,
+            },
+            Event::Block { t: ms(10), slot: 0 },
+            Event::Dispatch {
+                t: ms(10),
+                core: 0,
+                slot: 1,
+            },
+            Event::Deschedule {
+                t: ms(20),
+                core: 0,
+                slot: 1,
+                reason: Reason::Blocked,
+            },
+            Event::Block { t: ms(20), slot: 1 },
+            Event::Wake { t: ms(30), slot: 0 },
+            Event::Dispatch {
+                t: ms(30),
+                core: 0,
+                slot: 0,
+            },
+            Event::Finish { t: ms(40), slot: 0 },
+        ];
+        ev.sort_by_key(|e| e.time());
+        for e in &ev {
+            m.record(e);
+        }
+        let mut m2 = Metrics::new(&s, "test", 2);
+        for e in &ev {
+            m2.record(e);
+        }
+        m2.measured_waiting(1, 0, 3_000_000);
+        let r = m.finish(ms(40));
+        // A: turnaround 40, cpu 20, blocked 20 -> waiting 0.
+        assert_eq!(r.threads[0].waiting_ns, 0);
+        // B: waited 10 ms for the core (0-10), ran 10, then slept to the end: waiting 10.
+        assert_eq!(r.threads[1].waiting_ns, ms(10).0);
+        // 30 ms of job CPU: A has 2/3 of the job, 20 / (2 x 40) = 1/4 of the machine.
+        assert_eq!(r.summary.job_cpu_ns, ms(30).0);
+        assert!((r.processes[0].job_share - 2.0 / 3.0).abs() < 1e-9);
+        assert!((r.processes[0].share - 0.25).abs() < 1e-9);
+        let sum: f64 = r.processes.iter().map(|p| p.ideal_job_share).sum();
+        assert!((sum - 1.0).abs() < 1e-9, "ideal job shares sum to {sum}");
+        // The engine's own measurement, where given, is the figure.
+        let r2 = m2.finish(ms(40));
+        assert_eq!(r2.threads[1].waiting_ns, 3_000_000);
+        assert_eq!(r2.threads[0].waiting_ns, 0);
     }
 }

@@ -57,6 +57,7 @@ pub enum PolicyName {
     Stride,
     Mlfq,
     Cfs,
+    Eevdf,
     Pfs,
     Tfps,
     Twrs,
@@ -88,6 +89,7 @@ impl PolicyName {
         PolicyName::Stride,
         PolicyName::Mlfq,
         PolicyName::Cfs,
+        PolicyName::Eevdf,
         PolicyName::Pfs,
         PolicyName::Tfps,
         PolicyName::Twrs,
@@ -120,6 +122,7 @@ impl PolicyName {
             PolicyName::Stride => "stride",
             PolicyName::Mlfq => "mlfq",
             PolicyName::Cfs => "cfs",
+            PolicyName::Eevdf => "eevdf",
             PolicyName::Pfs => "pfs",
             PolicyName::Tfps => "tfps",
             PolicyName::Twrs => "twrs",
@@ -166,6 +169,10 @@ pub struct PolicySpec {
     pub min_granularity: Nanos,
     /// CFS load-balancing interval. Default 4 ms.
     pub balance_interval: Nanos,
+    /// The scheduler tick (1 / CONFIG_HZ) of the `eevdf` model: a thread whose slice is used
+    /// up is switched out at the next tick. Default 4 ms (HZ = 250).
+    #[serde(skip_serializing_if = "is_default_tick")]
+    pub tick: Nanos,
     /// Controller period (PFS/TFPS/TWRS readjustment, shuttle balancer, tenant weights).
     /// Default 100 ms.
     pub period: Nanos,
@@ -198,6 +205,14 @@ pub struct GangOverheadSpec {
     pub pattern: crate::gang_overhead::Pattern,
 }
 
+/// The default `tick`: HZ = 250.
+pub const DEFAULT_TICK: Nanos = Nanos::from_ms(4);
+
+/// Keeps `tick` out of serialised scenarios that do not set it (their outputs predate it).
+fn is_default_tick(t: &Nanos) -> bool {
+    *t == DEFAULT_TICK
+}
+
 impl PolicySpec {
     pub fn new(name: PolicyName) -> PolicySpec {
         PolicySpec {
@@ -211,6 +226,7 @@ impl PolicySpec {
             sched_latency: Nanos::from_ms(6),
             min_granularity: Nanos::from_us(750),
             balance_interval: Nanos::from_ms(4),
+            tick: DEFAULT_TICK,
             period: Nanos::from_ms(100),
             context_switch: Nanos::ZERO,
             levels: 3,
@@ -258,6 +274,10 @@ pub struct Process {
     pub work: Work,
     /// External command (`run` only; the simulator treats it as CPU-bound demand).
     pub command: Option<Vec<String>>,
+    /// Run and sleep phases each thread repeats (`None`: always runnable). `burst`, if given,
+    /// still bounds the thread's total CPU time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<Vec<Phase>>,
     /// 1-based line of the `[[process]]` entry in the file, for messages from engines.
     pub line: usize,
 }
@@ -279,9 +299,20 @@ impl Process {
             cpus: None,
             work,
             command: None,
+            pattern: None,
             line: 0,
         }
     }
+}
+
+/// One phase of a thread's `pattern`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Be runnable until this much CPU time was received.
+    Run(Nanos),
+    /// Block for this much wall-clock (simulated) time, then wake.
+    Sleep(Nanos),
 }
 
 /// One `[[group]]` (tenant).
@@ -388,6 +419,7 @@ struct RawPolicy {
     sched_latency: Option<Spanned<Nanos>>,
     min_granularity: Option<Spanned<Nanos>>,
     balance_interval: Option<Spanned<Nanos>>,
+    tick: Option<Spanned<Nanos>>,
     period: Option<Spanned<Nanos>>,
     context_switch: Option<Nanos>,
     levels: Option<Spanned<i64>>,
@@ -423,6 +455,14 @@ struct RawProcess {
     stride: Option<Bytes>,
     compute: Option<Nanos>,
     command: Option<Spanned<Vec<String>>>,
+    pattern: Option<Spanned<Vec<RawPhase>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPhase {
+    run: Option<Spanned<Nanos>>,
+    sleep: Option<Spanned<Nanos>>,
 }
 
 #[derive(Deserialize)]
@@ -700,6 +740,7 @@ impl Scenario {
                 }
                 None => None,
             };
+            let pattern = check_pattern(loc, p.pattern, &work, command.is_some())?;
             processes.push(Process {
                 name: p.name.into_inner(),
                 arrival: p.arrival,
@@ -713,6 +754,7 @@ impl Scenario {
                 cpus,
                 work,
                 command,
+                pattern,
                 line: entry_line,
             });
         }
@@ -875,6 +917,9 @@ fn parse_policy(
     if let Some(v) = nonzero(&p.balance_interval, "policy.balance_interval")? {
         spec.balance_interval = v;
     }
+    if let Some(v) = nonzero(&p.tick, "policy.tick")? {
+        spec.tick = v;
+    }
     if let Some(v) = nonzero(&p.period, "policy.period")? {
         spec.period = v;
     }
@@ -1009,6 +1054,55 @@ fn check_cpus(
     Ok(Some(out))
 }
 
+/// Validates a `pattern`: a non-empty list of `{ run = D }` / `{ sleep = D }` phases, each
+/// positive, at least one run; only for the `spin` workload (an external command decides its
+/// own sleeping, and barrier or ping-pong threads wait for each other).
+fn check_pattern(
+    loc: &Locator,
+    raw: Option<Spanned<Vec<RawPhase>>>,
+    work: &Work,
+    command: bool,
+) -> Result<Option<Vec<Phase>>, ScenarioError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let span = raw.span();
+    if command || *work != Work::Spin {
+        return Err(loc.err(
+            span,
+            "process.pattern",
+            "applies to the built-in `spin` workload only (not with `command` or another `work`)",
+        ));
+    }
+    if raw.get_ref().is_empty() {
+        return Err(loc.err(span, "process.pattern", "must not be empty"));
+    }
+    let mut out = Vec::new();
+    for ph in raw.into_inner() {
+        let (d, field, phase) = match (ph.run, ph.sleep) {
+            (Some(r), None) => (r, "process.pattern.run", Phase::Run as fn(Nanos) -> Phase),
+            (None, Some(s)) => (
+                s,
+                "process.pattern.sleep",
+                Phase::Sleep as fn(Nanos) -> Phase,
+            ),
+            _ => {
+                return Err(loc.err(
+                    span,
+                    "process.pattern",
+                    "each phase is either { run = \"2ms\" } or { sleep = \"8ms\" }",
+                ))
+            }
+        };
+        if d.get_ref().0 == 0 {
+            return Err(loc.err(d.span(), field, "must be greater than zero"));
+        }
+        out.push(phase(*d.get_ref()));
+    }
+    if !out.iter().any(|p| matches!(p, Phase::Run(_))) {
+        return Err(loc.err(span, "process.pattern", "needs at least one `run` phase"));
+    }
+    Ok(Some(out))
+}
+
 fn list_or_none<'a>(names: impl Iterator<Item = &'a str>) -> String {
     let v: Vec<_> = names.collect();
     if v.is_empty() {
@@ -1073,6 +1167,44 @@ mod tests {
         assert!(e.message.contains("negative"), "{e}");
         let e = err("[policy]\nname = \"rr\"\nquantum = \"-4ms\"\n");
         assert_eq!((e.line, e.field.as_str()), (3, "quantum"));
+    }
+
+    #[test]
+    fn patterns_parse_and_errors_are_located() {
+        let base = "[[process]]\nname = \"s\"\n";
+        let s = Scenario::parse(
+            "t.toml",
+            &format!("{base}pattern = [{{ run = \"2ms\" }}, {{ sleep = \"8ms\" }}]\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            s.processes[0].pattern,
+            Some(vec![
+                Phase::Run(Nanos::from_ms(2)),
+                Phase::Sleep(Nanos::from_ms(8))
+            ])
+        );
+        for (text, field) in [
+            ("pattern = []\n", "process.pattern"),
+            ("pattern = [{ sleep = \"8ms\" }]\n", "process.pattern"),
+            ("pattern = [{ run = \"0ms\" }]\n", "process.pattern.run"),
+            (
+                "pattern = [{ run = \"1ms\", sleep = \"1ms\" }]\n",
+                "process.pattern",
+            ),
+            ("pattern = [{ run = \"1ms\" }, { nap = \"1ms\" }]\n", "nap"),
+            (
+                "work = \"barrier\"\npattern = [{ run = \"1ms\" }]\n",
+                "process.pattern",
+            ),
+        ] {
+            let e = err(&format!("{base}{text}"));
+            assert_eq!(e.field, field, "{text}: {e}");
+            assert!(e.line >= 3, "{text}: {e}");
+        }
+        let e = err(&format!("{base}pattern = [{{ run = \"2\" }}]\n"));
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("missing unit"), "{e}");
     }
 
     #[test]

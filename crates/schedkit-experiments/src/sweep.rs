@@ -19,6 +19,7 @@
 //! miss (and their percentage), rejected sets, the job miss ratio (missed jobs / released
 //! jobs), and mean migrations and context switches per set (seed 001's overhead metrics).
 
+use crate::progress::Progress;
 use crate::Error;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use rayon::prelude::*;
@@ -187,27 +188,17 @@ enum Outcome {
     Rejected,
 }
 
-/// Progress of a running sweep, for a progress bar.
-#[derive(Clone, Copy, Debug)]
-pub enum Progress {
-    /// The sweep starts: this many task sets to draw and run.
-    Start(u64),
-    /// One task set ran under every policy.
-    SetDone,
-    /// Every set ran.
-    Finished,
-}
-
 /// Runs the sweep over `base` (the machine, horizon and default policy).
 pub fn sweep(base: &Scenario, args: &SweepOptions) -> Result<Vec<Row>, Error> {
-    sweep_with_progress(base, args, &|_| {})
+    sweep_with_progress(base, args, &crate::progress::Silent)
 }
 
-/// [`sweep`], reporting progress to `progress` (from the worker threads).
+/// [`sweep`], reporting progress to `progress` (from the worker threads): one step per task
+/// set run under every policy.
 pub fn sweep_with_progress(
     base: &Scenario,
     args: &SweepOptions,
-    progress: &(dyn Fn(Progress) + Sync),
+    progress: &dyn Progress,
 ) -> Result<Vec<Row>, Error> {
     let spec = args.sweep.as_deref().unwrap_or_default();
     let seeds = parse_seeds(spec)?;
@@ -238,7 +229,7 @@ pub fn sweep_with_progress(
     let points: Vec<(usize, u64)> = (0..us.len())
         .flat_map(|i| seeds.clone().map(move |s| (i, s)))
         .collect();
-    progress(Progress::Start(points.len() as u64));
+    progress.start(points.len() as u64);
     let outcomes: Vec<Result<Vec<Outcome>, Error>> = points
         .par_iter()
         .map(|&(i, seed)| {
@@ -270,11 +261,11 @@ pub fn sweep_with_progress(
                     Err(_) => Outcome::Rejected,
                 });
             }
-            progress(Progress::SetDone);
+            progress.step();
             Ok(out)
         })
         .collect();
-    progress(Progress::Finished);
+    progress.finish();
 
     let mut rows: Vec<Row> = us
         .iter()

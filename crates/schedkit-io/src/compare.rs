@@ -1,9 +1,10 @@
-//! One scenario under several simulator policies (`schedkit compare`, `schedkit.compare`).
+//! One scenario under several simulator policies, keeping each run's trace: what `schedkit
+//! compare --parquet` needs for its intervals table (`schedkit_experiments::compare::run_all`,
+//! which the table, the JSON and the Python module's `compare` use, keeps reports only).
 //!
 //! Each run is the scenario with only `policy.name` replaced ([`Scenario::with_policy`]);
-//! every other `[policy]` parameter is kept, so the comparison is of policies, not of
-//! settings. Runs are independent and go in parallel (rayon); results come back in the order
-//! the policies were given.
+//! every other `[policy]` parameter is kept. Runs go in parallel (rayon); results come back in
+//! the order the policies were given.
 
 use crate::Error;
 use rayon::prelude::*;
@@ -11,91 +12,54 @@ use schedkit_core::report::Report;
 use schedkit_core::scenario::{PolicyName, Scenario};
 use schedkit_core::trace::TraceLog;
 use schedkit_core::Nanos;
-use schedkit_sim::policies::SIM_POLICIES;
+use schedkit_experiments::progress::Progress;
 
-fn known() -> String {
-    SIM_POLICIES
-        .iter()
-        .map(|p| p.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn bad(message: String) -> Error {
-    Error::BadOption {
-        flag: "policies".into(),
-        value: String::new(),
-        why: message,
-    }
-}
-
-/// Checks a `--policies` list: known simulator policies, no duplicates, at least one. The
-/// error's text names the policy and lists the simulator's.
+/// Checks a `--policies` list with `schedkit_experiments::compare::parse_policies` (known
+/// simulator policies, no duplicates, at least one); the error names the option, so the
+/// Python module raises an `OptionError` whose `option` is `policies`.
 pub fn parse_policies<S: AsRef<str>>(list: &[S]) -> Result<Vec<PolicyName>, Error> {
-    let mut out = Vec::new();
-    for raw in list {
-        let name = raw.as_ref().trim();
-        let p = PolicyName::parse(name).ok_or_else(|| {
-            bad(format!(
-                "unknown policy \"{name}\" (simulator policies: {})",
-                known()
-            ))
-        })?;
-        if !SIM_POLICIES.contains(&p) {
-            return Err(bad(format!(
-                "policy \"{name}\" is not available in the simulator (simulator policies: {})",
-                known()
-            )));
-        }
-        if out.contains(&p) {
-            return Err(bad(format!("\"{name}\" is listed twice")));
-        }
-        out.push(p);
-    }
-    if out.is_empty() {
-        return Err(bad("name at least one policy".into()));
-    }
-    Ok(out)
+    let list: Vec<String> = list.iter().map(|s| s.as_ref().to_string()).collect();
+    schedkit_experiments::compare::parse_policies(&list).map_err(|e| {
+        let text = e.to_string();
+        let why = text.strip_prefix("--policies: ").unwrap_or(&text);
+        Error::bad_option("policies", "", why)
+    })
 }
 
-/// One policy's run: its report, and its trace and end time when asked for.
+/// One policy's run: its report, and its trace and end time.
 pub struct Run {
     pub report: Report,
     pub trace: Option<(TraceLog, Nanos)>,
 }
 
-/// Runs `scenario` once per policy, in parallel; `done` is called after each run (from the
-/// worker threads), for a progress bar.
-pub fn run_all(
+/// Runs `scenario` once per policy, in parallel, keeping the traces; one progress step per
+/// run.
+pub fn run_traced(
     scenario: &Scenario,
     policies: &[PolicyName],
-    keep_trace: bool,
-    done: &(dyn Fn() + Sync),
+    progress: &dyn Progress,
 ) -> Result<Vec<Run>, Error> {
-    policies
+    progress.start(policies.len() as u64);
+    let runs: Vec<Result<Run, Error>> = policies
         .par_iter()
         .map(|p| {
             let s = scenario.with_policy(p.as_str())?;
-            let (report, trace, stats) = schedkit_sim::simulate_report(&s, keep_trace)?;
-            done();
+            let (report, trace, stats) = schedkit_sim::simulate_report(&s, true)?;
+            progress.step();
             Ok(Run {
                 report,
                 trace: trace.map(|t| (t, stats.end)),
             })
         })
-        .collect::<Vec<Result<Run, Error>>>()
-        .into_iter()
-        .collect()
-}
-
-/// The `--json` document of a comparison: `{"scenario", "reports": [...]}`.
-pub fn json(scenario: &Scenario, reports: &[Report]) -> serde_json::Value {
-    serde_json::json!({ "scenario": scenario.file, "reports": reports })
+        .collect();
+    progress.finish();
+    runs.into_iter().collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use schedkit_experiments::progress::Silent;
 
     #[test]
     fn policy_lists_are_checked_and_runs_keep_order() {
@@ -103,8 +67,10 @@ mod tests {
             parse_policies(&["rr", "fcfs"]).unwrap(),
             [PolicyName::Rr, PolicyName::Fcfs]
         );
-        let e = parse_policies(&["rr", "nope"]).unwrap_err().to_string();
-        assert!(e.contains("unknown policy \"nope\""), "{e}");
+        let e = parse_policies(&["rr", "nope"]).unwrap_err();
+        assert!(matches!(&e, Error::BadOption { flag, .. } if flag == "policies"));
+        let e = e.to_string();
+        assert!(e.starts_with("--policies: unknown policy \"nope\""), "{e}");
         assert!(parse_policies(&["rr", "rr"])
             .unwrap_err()
             .to_string()
@@ -115,11 +81,10 @@ mod tests {
 
         let s =
             Scenario::parse("t.toml", include_str!("../../../examples/textbook/rr.toml")).unwrap();
-        let runs = run_all(
+        let runs = run_traced(
             &s,
             &[PolicyName::Fcfs, PolicyName::Sjf, PolicyName::Rr],
-            true,
-            &|| {},
+            &Silent,
         )
         .unwrap();
         let avg: Vec<u64> = runs

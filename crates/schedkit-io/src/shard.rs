@@ -9,8 +9,9 @@
 
 use crate::Error;
 use schedkit_core::scenario::{PolicyName, Scenario};
+use schedkit_experiments::progress::Progress;
 use schedkit_experiments::sweep::{
-    parse_seeds, parse_utilisations, sweep_with_progress, Progress, Row, SweepOptions,
+    parse_seeds, parse_utilisations, sweep, sweep_with_progress, Row, SweepOptions,
 };
 use serde::{Deserialize, Serialize};
 use std::ops::RangeInclusive;
@@ -106,7 +107,7 @@ pub fn run(
     base: &Scenario,
     options: &SweepOptions,
     shard: Option<Shard>,
-    progress: &(dyn Fn(Progress) + Sync),
+    progress: &dyn Progress,
 ) -> Result<SweepDoc, Error> {
     let full = parse_seeds(options.sweep.as_deref().unwrap_or_default())?;
     let mut doc = SweepDoc {
@@ -153,7 +154,7 @@ pub fn run_ranges(
             sweep: Some(format!("seeds={a}..{b}")),
             ..options.clone()
         };
-        let rows = sweep_with_progress(base, &opts, &|_| {})?;
+        let rows = sweep(base, &opts)?;
         add_rows(&mut total, &rows, "range")?;
     }
     Ok(total)
@@ -263,6 +264,7 @@ pub fn merge(docs: &[(String, SweepDoc)]) -> Result<SweepDoc, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use schedkit_experiments::progress::Silent;
 
     fn base() -> Scenario {
         Scenario::parse(
@@ -295,11 +297,11 @@ mod tests {
 
     #[test]
     fn merged_shards_equal_the_whole_sweep() {
-        let whole = run(&base(), &options("seeds=1..7"), None, &|_| {}).unwrap();
+        let whole = run(&base(), &options("seeds=1..7"), None, &Silent).unwrap();
         let docs: Vec<(String, SweepDoc)> = (1..=3)
             .map(|i| {
                 let shard = Shard { index: i, count: 3 };
-                let d = run(&base(), &options("seeds=1..7"), Some(shard), &|_| {}).unwrap();
+                let d = run(&base(), &options("seeds=1..7"), Some(shard), &Silent).unwrap();
                 (format!("s{i}.json"), d)
             })
             .collect();
@@ -328,13 +330,13 @@ mod tests {
 
     #[test]
     fn more_shards_than_seeds_give_empty_parts() {
-        let whole = run(&base(), &options("seeds=1..2"), None, &|_| {}).unwrap();
+        let whole = run(&base(), &options("seeds=1..2"), None, &Silent).unwrap();
         let docs: Vec<(String, SweepDoc)> = (1..=3)
             .map(|i| {
                 let sh = Shard { index: i, count: 3 };
                 (
                     i.to_string(),
-                    run(&base(), &options("seeds=1..2"), Some(sh), &|_| {}).unwrap(),
+                    run(&base(), &options("seeds=1..2"), Some(sh), &Silent).unwrap(),
                 )
             })
             .collect();

@@ -142,6 +142,9 @@ impl RunPolicy {
     }
 }
 
+/// A callback for what the user needs to know during a run.
+pub type Notice = Box<dyn FnMut(&str)>;
+
 /// Options of one run.
 pub struct RunOptions {
     pub policy: RunPolicy,
@@ -159,6 +162,9 @@ pub struct RunOptions {
     pub stop: Arc<AtomicBool>,
     /// Called after each sample with the fraction of the horizon elapsed.
     pub progress: Option<Box<dyn FnMut(f64)>>,
+    /// Called with what the user needs to know while the run goes on (where the control
+    /// socket is); the library never prints.
+    pub notice: Option<Notice>,
     /// Counter source (tests pass a fake one).
     pub counters: Option<Box<dyn CounterSource>>,
     /// Iterations per thread of built-in workloads (experiments fix the amount of work, not
@@ -166,6 +172,12 @@ pub struct RunOptions {
     pub iterations: Option<u64>,
     /// The lease, leftovers of dead runs, and whether the job outlives the run.
     pub guard: crate::guard::GuardOptions,
+    /// The run stops at the scenario's horizon (a command run without `--horizon` runs until
+    /// the command exits): a run that ends later than the horizon overran it.
+    pub bounded: bool,
+    /// Go on when the run cannot do what the scenario asks (fewer CPUs than its `cores`),
+    /// saying so in the report; otherwise such a run is refused ([`Error::Degraded`]).
+    pub allow_degraded: bool,
 }
 
 impl RunOptions {
@@ -179,6 +191,7 @@ impl RunOptions {
             state_dir: crate::journal::state_dir(),
             stop: Arc::new(AtomicBool::new(false)),
             progress: None,
+            notice: None,
             counters: None,
             iterations: None,
             // Library callers (experiments, tests) queue behind other runs; the CLI
@@ -187,6 +200,8 @@ impl RunOptions {
                 wait: Some(Duration::MAX),
                 ..Default::default()
             },
+            bounded: true,
+            allow_degraded: false,
         }
     }
 }
@@ -196,6 +211,10 @@ impl RunOptions {
 pub struct ThreadOutcome {
     pub name: String,
     pub process: String,
+    /// The thread's identity in the trace and the report, as in the simulator: the index of
+    /// its process in the scenario and its index among that process's threads.
+    pub process_index: usize,
+    pub thread_index: u32,
     pub tid: i32,
     pub last_cpu: usize,
     pub cpu_ns: u64,
@@ -244,6 +263,8 @@ pub struct RunOutcome {
     pub fair: Option<FairReport>,
     /// The sampler's own cost and the periods it used.
     pub sampler: SamplerReport,
+    /// The CPUs the job had, the machine's other work, the horizon ([`crate::honest`]).
+    pub frame: crate::honest::RunFrame,
 }
 
 /// What sampling cost: the engine thread's CPU time inside the sampling steps (its CPU
@@ -514,6 +535,9 @@ struct Track {
     /// Time of the thread's `Arrive` event: nothing of it is placed earlier.
     arrive_ns: u64,
     prev_run: u64,
+    /// Run-queue delay (schedstat) at the last sample: with the CPU time it tells how much
+    /// of an interval the thread was runnable, and so how much it slept.
+    prev_wait: u64,
     /// CPU time seen but not yet placed in the trace (it did not fit its interval).
     carry: u64,
     prev_sw: (u64, u64),
@@ -548,10 +572,12 @@ struct Proc {
 /// Sort rank at equal times: leave a CPU before anyone takes it.
 fn rank(e: &Event) -> u8 {
     match e {
-        Event::Deschedule { .. } => 0,
-        Event::Finish { .. } => 1,
-        Event::Block { .. } => 2,
-        Event::Arrive { .. } => 3,
+        // A thread exists before anything else happens to it at the same instant (a sleep
+        // placed at its arrival, say).
+        Event::Arrive { .. } => 0,
+        Event::Deschedule { .. } => 1,
+        Event::Finish { .. } => 2,
+        Event::Block { .. } => 3,
         Event::Wake { .. } => 4,
         Event::Migrate { .. } => 5,
         Event::Dispatch { .. } => 6,
@@ -585,6 +611,22 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     let privs = Privileges::current();
     let mut warnings = Vec::new();
     let ncpu = topo.online.iter().last().map_or(1, |c| c + 1);
+    let mut frame = crate::honest::RunFrame {
+        allowed: crate::honest::allowed_cpus(&topo.online),
+        online: topo.online.clone(),
+        horizon: opts.bounded.then_some(scenario.horizon),
+        ..Default::default()
+    };
+    if let Some(w) = crate::honest::fewer_cpus(scenario.cores, &frame.online, &frame.allowed) {
+        if !opts.allow_degraded {
+            return Err(Error::Degraded(format!(
+                "{}: cores: {w}; give the run the CPUs (or lower `cores`), or pass \
+                 --allow-degraded to run on fewer and say so in the report",
+                scenario.file
+            )));
+        }
+        frame.degraded.push(w);
+    }
 
     // The lease, the stale check, the journal and the job cgroups (crate::guard).
     let crate::guard::Guard {
@@ -619,7 +661,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         None => None,
     };
     let mut isolation = None;
-    let mut job_cpus = topo.online.clone();
+    let mut job_cpus = frame.allowed.clone();
     match &opts.policy {
         RunPolicy::Exclusive(cfg) => {
             let mut cfg = cfg.clone();
@@ -676,14 +718,39 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         )?),
         _ => None,
     };
+    if let Some(f) = fair.as_mut() {
+        warnings.append(&mut f.start_warnings);
+        for n in f.notices.drain(..) {
+            if let Some(cb) = opts.notice.as_mut() {
+                cb(&n);
+            }
+        }
+    }
+    if let Some(g) = gang.as_mut() {
+        warnings.append(&mut g.start_warnings);
+    }
 
     // Order of arrival.
     let mut order: Vec<usize> = (0..scenario.processes.len()).collect();
     order.sort_by_key(|&i| (scenario.processes[i].arrival, i));
     let mut pending = order.into_iter().peekable();
     let horizon = scenario.horizon.0;
+    frame.job = job_cpus.clone();
+    let machine_at_start = crate::honest::CpuTimes::read(&roots, &frame.job);
+    let own_cpu_at_start = crate::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
     let origin = Instant::now();
     let stop_threads = Arc::new(AtomicBool::new(false));
+    // Job threads above the engine cannot hold the run past its horizon (guard docs).
+    let horizon_watch = match &opts.policy {
+        RunPolicy::Exclusive(_) => None,
+        _ if !opts.bounded => None,
+        _ => crate::guard::HorizonWatch::start(
+            crate::gettid(),
+            origin + Duration::from_nanos(scenario.horizon.0),
+            vec![opts.stop.clone()],
+            signal_flag(),
+        ),
+    };
     let mut procs: Vec<Option<Proc>> = (0..scenario.processes.len()).map(|_| None).collect();
     let mut tracks: Vec<Track> = Vec::new();
     let mut by_tid: HashMap<i32, usize> = HashMap::new();
@@ -756,12 +823,20 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                 let sp = &scenario.processes[p];
                 let start_ns = origin.elapsed().as_nanos() as u64;
                 let body = if let Some(cmd) = &sp.command {
-                    let g = spawn::fork_gated(cmd, !opts.guard.keep_running)?;
+                    // Into the run's job cgroup before it runs (born there where the kernel
+                    // allows): everything it forks, even what leaves its process group, is
+                    // born inside and ends with the run.
+                    let target = jobs.as_mut().map(|j| j.next_dir()).transpose()?;
+                    let fd = target.as_ref().and_then(|t| t.1.as_ref()).map(|f| {
+                        use std::os::fd::AsRawFd;
+                        f.as_raw_fd()
+                    });
+                    let g = spawn::fork_gated(cmd, !opts.guard.keep_running, fd)?;
                     let pid = g.pid;
-                    // Into the run's job cgroup before it runs: everything it forks, even
-                    // what leaves its process group, is born inside and ends with the run.
-                    if let Some(j) = jobs.as_mut() {
-                        j.attach_new(pid)?;
+                    if let (Some(j), Some((dir, _))) = (jobs.as_ref(), target.as_ref()) {
+                        if !g.in_cgroup {
+                            j.attach(dir, pid)?;
+                        }
                     }
                     if let Some((iso, _)) = isolation.as_mut() {
                         iso.exempt(pid);
@@ -809,6 +884,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         threads: sp.threads,
                         burst: sp.burst.map(|b| b.0),
                         iterations: opts.iterations,
+                        pattern: sp.pattern.clone(),
                     };
                     let base = next_pin;
                     next_pin += sp.threads as usize;
@@ -941,6 +1017,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         slot: slot_no,
                         arrive_ns: arrive_at,
                         prev_run: 0,
+                        prev_wait: 0,
                         carry: 0,
                         prev_sw: (0, 0),
                         open_core: None,
@@ -1054,6 +1131,20 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     }
     // Wind down: stop built-in threads and commands still running.
     let end = (origin.elapsed().as_nanos() as u64).max(t_prev);
+    drop(horizon_watch);
+    // The machine's other work on the job's CPUs: their busy time, less the job's, less
+    // schedkit's own (its process clock less the built-in workload threads it hosts),
+    // read now, before the tear-down.
+    frame.machine = machine_at_start
+        .and_then(|a| crate::honest::CpuTimes::read(&roots, &frame.job).map(|b| a.since(&b)));
+    let builtin_cpu: u64 = tracks
+        .iter()
+        .filter(|t| t.shared.is_some())
+        .map(|t| t.prev_run)
+        .sum();
+    frame.schedkit_cpu_ns = crate::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+        .saturating_sub(own_cpu_at_start)
+        .saturating_sub(builtin_cpu);
     stop_threads.store(true, Ordering::Relaxed);
     // Demote the job's remaining threads first: a FIFO thread spinning on a CPU would keep
     // its own process (or a waiting parent on that CPU) from running to handle the signal.
@@ -1117,6 +1208,8 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         thread_out.push(ThreadOutcome {
             name: format!("{}.{}", sp.name, tr.index),
             process: sp.name.clone(),
+            process_index: tr.process,
+            thread_index: tr.index,
             tid: tr.tid,
             last_cpu: tr.last.cpu,
             cpu_ns: tr.prev_run,
@@ -1209,7 +1302,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         scenario: sc,
         events,
         end: Nanos(end),
-        cores: topo.n_cpus().max(ncpu.min(topo.n_cpus())),
+        cores: frame.job.len().max(1),
         threads: thread_out,
         processes,
         exclusive: isolation.map(|(i, _)| i.report),
@@ -1219,6 +1312,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         gang,
         fair,
         sampler,
+        frame,
     })
 }
 
@@ -1284,6 +1378,8 @@ fn sample(
     struct Obs {
         tr: usize,
         ran: u64,
+        /// Run-queue delay in the interval (schedstat).
+        waited: u64,
         pieces: u64,
         core: usize,
         runnable: bool,
@@ -1303,11 +1399,14 @@ fn sample(
         let st = read_thread(roots, tr, full, buf);
         // Times scheduled in since the last sample (schedstat), for the pieces.
         let mut slices = None;
+        let mut waited = 0;
         let (run, sw, core, runnable, finish) = match (st, fin_at) {
             (Ok(st), None) if st.state != 'Z' && st.state != 'X' => {
                 if tr.last.tid != 0 {
                     slices = Some(st.timeslices.saturating_sub(tr.last.timeslices));
                 }
+                waited = st.wait_ns.saturating_sub(tr.prev_wait);
+                tr.prev_wait = st.wait_ns.max(tr.prev_wait);
                 let r = (
                     st.run_ns,
                     (st.voluntary_switches, st.involuntary_switches),
@@ -1348,6 +1447,7 @@ fn sample(
         let _ = tr.stall_run;
         obs.push(Obs {
             tr: i,
+            waited,
             ran: ran + std::mem::take(&mut tr.carry),
             pieces: 1 + slices.unwrap_or(dv + di).min(8),
             core,
@@ -1437,11 +1537,14 @@ fn sample(
             }
         }
         if !tr.runnable && (o.ran > 0 || o.runnable) {
+            let at = wake_time(o.ran, o.waited, t0, t1);
             events.push(Event::Wake {
-                t: Nanos(t0),
+                t: Nanos(at),
                 slot: tr.slot,
             });
             tr.runnable = true;
+            // Its pieces start no earlier than the wake-up (as after an arrival).
+            tr.arrive_ns = tr.arrive_ns.max(at);
         }
     }
     // Per CPU layout.
@@ -1614,6 +1717,22 @@ fn sample(
                 slot: tr.slot,
             });
             tr.runnable = false;
+        } else if o.runnable && tr.runnable && tr.open_core.is_none() && at > tr.arrive_ns {
+            // (Not for a thread that arrived or woke inside this interval: its runnable
+            // stretch already starts where its time fits.)
+            if let Some(slept) = slept_inside(o.ran, o.waited, t1 - t0) {
+                let wake = (at + slept).min(t1);
+                if wake > at {
+                    events.push(Event::Block {
+                        t: Nanos(at),
+                        slot: tr.slot,
+                    });
+                    events.push(Event::Wake {
+                        t: Nanos(wake),
+                        slot: tr.slot,
+                    });
+                }
+            }
         }
     }
     // Processes that ended.
@@ -1652,6 +1771,20 @@ fn sample(
             );
         }
     }
+}
+
+/// When a thread blocked at `t0` and runnable at `t1` woke: it was runnable for its CPU time
+/// `ran` and its run-queue delay `waited` in the interval, which end at `t1`.
+fn wake_time(ran: u64, waited: u64, t0: u64, t1: u64) -> u64 {
+    t1.saturating_sub(ran + waited).clamp(t0, t1)
+}
+
+/// How long a thread runnable at both ends of an interval of `len` slept inside it: the part
+/// its CPU time and run-queue delay do not cover, when that is over a tenth of the interval
+/// (below, schedstat's accounting lag of up to one tick is as large as the signal).
+fn slept_inside(ran: u64, waited: u64, len: u64) -> Option<u64> {
+    let slept = len.saturating_sub(ran + waited);
+    (slept * 10 > len).then_some(slept)
 }
 
 fn last_piece_of(seq: &[(usize, u64)], n: usize, k: usize) -> bool {
@@ -1765,6 +1898,13 @@ pub struct FairRun {
     trim_cgroup: Vec<usize>,
     trim_entity_of_process: Vec<usize>,
     trim_writes: u64,
+    /// What the run's user needs to know while it runs (the control socket's path), and
+    /// warnings from setting it up: handed to the engine, which passes them on.
+    pub notices: Vec<String>,
+    pub start_warnings: Vec<String>,
+    /// The weight last written to the cgroups' parent: the job's live threads at their
+    /// weights, as if they ran beside the rest of the machine at the top level.
+    parent_load: u64,
     /// The engine thread raised to SCHED_FIFO 10 (put back when the run ends).
     raised: Option<RaisedClass>,
 }
@@ -1854,6 +1994,9 @@ impl FairRun {
             trim_cgroup: Vec::new(),
             trim_entity_of_process: Vec::new(),
             trim_writes: 0,
+            notices: Vec::new(),
+            start_warnings: Vec::new(),
+            parent_load: 0,
             raised: None,
         };
         if name == PolicyName::ProcessFair || tenants {
@@ -1898,10 +2041,10 @@ impl FairRun {
                     run.cg_of_process.push(i);
                 }
                 let srv = crate::ctl::CtlServer::bind(state_dir)?;
-                eprintln!(
-                    "schedkit: control socket {} (schedkit ctl set-weight GROUP WEIGHT; schedkit ctl status)",
+                run.notices.push(format!(
+                    "control socket {} (schedkit ctl set-weight GROUP WEIGHT; schedkit ctl status)",
                     srv.path().display()
-                );
+                ));
                 run.ctl_path = Some(srv.path().into());
                 run.ctl = Some(srv);
             } else {
@@ -1941,9 +2084,28 @@ impl FairRun {
         // that a failure above leaves the class alone.
         run.raised = RaisedClass::fifo(10);
         if run.raised.is_none() {
-            eprintln!("schedkit: warning: {name}: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); controller periods may be late under load");
+            run.start_warnings.push(format!("{name}: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); controller periods may be late under load"));
         }
         Ok(run)
+    }
+
+    /// The parent cgroup's weight follows the job's live threads (a command that forks 400
+    /// tasks weighs as 400 threads, not as the one the scenario names); rewritten when it
+    /// changes by more than a tenth, so a steady job costs no writes.
+    fn update_parent_load(&mut self, scenario: &Scenario, tracks: &[Track]) {
+        let Some(cg) = self.cgroups.as_ref() else {
+            return;
+        };
+        let load: u64 = tracks
+            .iter()
+            .filter(|t| !t.finished)
+            .map(|t| scenario.processes[t.process].weight)
+            .sum::<u64>()
+            .max(1);
+        let diff = load.abs_diff(self.parent_load);
+        if diff * 10 > self.parent_load && cg.set_parent_load(load).is_ok() {
+            self.parent_load = load;
+        }
     }
 
     /// A command process joins its cgroup (before it is released).
@@ -2118,6 +2280,7 @@ impl FairRun {
                 }
             }
         }
+        self.update_parent_load(scenario, tracks);
         self.trim_tick(now, tracks, warnings);
         let Some(mut ctl) = self.controller.take() else {
             self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);

@@ -430,6 +430,8 @@ pub struct GangRun {
     /// Matrix column -> CPU: the CPUs schedkit may use (so `taskset -c 0,1 schedkit run`
     /// gangs on two CPUs of a larger machine).
     cpus: Vec<usize>,
+    /// Warnings from setting up (the engine passes them on; nothing here prints).
+    pub start_warnings: Vec<String>,
     switch_ns: Vec<u64>,
     /// The engine thread's class before the run (it runs SCHED_FIFO while it gangs).
     old_class: Option<crate::sched::Policy>,
@@ -445,13 +447,15 @@ impl GangRun {
         // behind the job threads it stops, or every switch waits for a CFS slice. SCHED_FIFO
         // 10 where allowed (the job threads are set back to SCHED_OTHER by their setup).
         let old_class = crate::sched::get_thread(0).ok();
+        let mut start_warnings = Vec::new();
         if crate::sched::set_thread(0, crate::sched::Policy::Fifo { priority: 10 }).is_err() {
-            eprintln!("schedkit: warning: gang: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); slot switches may be late under load");
+            start_warnings.push("gang: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); slot switches may be late under load".to_string());
         }
         GangRun {
             ctl: Gang::new(quantum, cpus.len()),
             freezer: Freezer::detect(roots),
             cpus,
+            start_warnings,
             switch_ns: Vec::new(),
             old_class,
         }

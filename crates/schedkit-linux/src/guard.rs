@@ -26,6 +26,8 @@ use crate::sched::{self, Policy};
 use crate::{Error, Result, Roots};
 use schedkit_core::scenario::Scenario;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `sched_attr.sched_flags`: children (processes and threads) start in SCHED_OTHER.
@@ -278,5 +280,79 @@ impl EngineClass {
 impl Drop for EngineClass {
     fn drop(&mut self) {
         let _ = sched::set_thread(0, self.0);
+    }
+}
+
+/// The horizon's guarantee when the engine runs below the job: a thread that sleeps until
+/// the horizon (or a stop: a signal, an early end) and then raises the engine thread to
+/// SCHED_FIFO 99, so that job threads at a higher real-time priority than the engine (fcfs
+/// and rr runs, or a command that raises itself) which keep every CPU it may use busy cannot
+/// hold the run past its horizon. It wakes every 50 ms to look at the stop flags: a few
+/// microseconds per wake-up at the top priority, the price of ending on time.
+pub struct HorizonWatch {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HorizonWatch {
+    /// Watches for `deadline` or one of `stops`; boosts thread `engine_tid`. `None` without
+    /// the right to use real-time priorities (then there is nothing above the engine to
+    /// fear from the job either: it cannot raise itself).
+    pub fn start(
+        engine_tid: i32,
+        deadline: std::time::Instant,
+        stops: Vec<Arc<AtomicBool>>,
+        signal: &'static AtomicBool,
+    ) -> Option<HorizonWatch> {
+        let p = Privileges::current();
+        if !(p.root || p.sys_nice) {
+            return None;
+        }
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("schedkit-horizon".into())
+            .spawn(move || {
+                if sched::set_thread_with_flags(
+                    0,
+                    Policy::Fifo { priority: 99 },
+                    SCHED_FLAG_RESET_ON_FORK,
+                )
+                .is_err()
+                {
+                    return;
+                }
+                loop {
+                    if d.load(Ordering::Acquire) {
+                        return;
+                    }
+                    let stop = signal.load(Ordering::Relaxed)
+                        || stops.iter().any(|s| s.load(Ordering::Relaxed));
+                    let now = std::time::Instant::now();
+                    if stop || now >= deadline {
+                        let _ = sched::set_thread_with_flags(
+                            engine_tid,
+                            Policy::Fifo { priority: 99 },
+                            SCHED_FLAG_RESET_ON_FORK,
+                        );
+                        return;
+                    }
+                    std::thread::sleep((deadline - now).min(Duration::from_millis(50)));
+                }
+            })
+            .ok()?;
+        Some(HorizonWatch {
+            done,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for HorizonWatch {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }

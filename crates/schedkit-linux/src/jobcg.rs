@@ -151,15 +151,30 @@ impl JobCgroups {
         &self.base
     }
 
-    /// A new `cmd-<n>` cgroup; put a gated child into it with [`JobCgroups::attach`] before
-    /// releasing it, so everything it forks is born inside.
-    pub fn attach_new(&mut self, pid: i32) -> Result<PathBuf> {
+    /// A new `cmd-<n>` cgroup, and on cgroup v2 an open descriptor of it for
+    /// [`crate::spawn::fork_gated`] to create the child inside; without one (v1, or the
+    /// kernel refused), move the child with [`JobCgroups::attach`] before releasing it.
+    pub fn next_dir(&mut self) -> Result<(PathBuf, Option<std::fs::File>)> {
+        use std::os::unix::fs::OpenOptionsExt;
         let dir = self.base.join(format!("cmd-{}", self.next));
         self.next += 1;
         std::fs::create_dir(&dir).map_err(|e| Error::io(format!("mkdir {}", dir.display()), e))?;
+        let fd = (self.kill == Kill::V2)
+            .then(|| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_DIRECTORY)
+                    .open(&dir)
+                    .ok()
+            })
+            .flatten();
+        Ok((dir, fd))
+    }
+
+    /// Moves `pid` into `dir` (one of [`JobCgroups::next_dir`]'s).
+    pub fn attach(&self, dir: &Path, pid: i32) -> Result<()> {
         std::fs::write(dir.join("cgroup.procs"), pid.to_string())
-            .map_err(|e| Error::io(format!("move {pid} into {}", dir.display()), e))?;
-        Ok(dir)
+            .map_err(|e| Error::io(format!("move {pid} into {}", dir.display()), e))
     }
 
     /// Every process still in the run's job cgroups.

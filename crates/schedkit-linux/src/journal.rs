@@ -480,6 +480,20 @@ fn lock(file: &File) -> bool {
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
+/// [`lock`], retried for up to two seconds. The lock of a dead run's journal can outlive it
+/// briefly: a command it had forked but not yet started holds a copy of the descriptor until
+/// it sees the start gate close and exits (at once), and a concurrent `restore` holds it
+/// while it undoes the journal (milliseconds).
+fn lock_soon(file: &File) -> bool {
+    for _ in 0..40 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if lock(file) {
+            return true;
+        }
+    }
+    false
+}
+
 fn temp_name(pid: i32) -> String {
     format!(".journal-{pid}.tmp")
 }
@@ -1064,7 +1078,7 @@ fn restore_one(path: &Path, roots: &Roots, mounts: &CgroupMounts, force: bool) -
     // The owner (alive, with `force`) or another restore holds the lock. A journal of this
     // very process (leaked, as tests do to play a crash) holds our own lock.
     let own = p.header.pid == std::process::id() as i32;
-    if !own && !lock(&file) && !r.owner_alive {
+    if !own && !lock(&file) && !r.owner_alive && !lock_soon(&file) {
         r.busy = true;
         return r;
     }

@@ -31,6 +31,7 @@ pub mod engine;
 pub mod exclusive;
 pub mod freezer;
 pub mod guard;
+pub mod honest;
 pub mod irq;
 pub mod jobcg;
 pub mod journal;
@@ -48,7 +49,7 @@ pub mod workload;
 use std::path::{Path, PathBuf};
 
 /// Errors of the Linux layer. `Input` is the user's mistake (exit 2 at the CLI), `Privilege`
-/// a missing right (exit 3), `Busy` another run holding the machine (exit 4), `Stale` a dead
+/// a missing right and `Degraded` a run that could not do what was asked (exit 3), `Busy` another run holding the machine (exit 4), `Stale` a dead
 /// run's changes not yet undone (exit 5), `Os` everything else.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -62,6 +63,11 @@ pub enum Error {
     /// A dead run's changes were never undone; `schedkit restore` first.
     #[error("{0}")]
     Stale(String),
+    /// The run cannot do what the scenario asks on this machine (fewer CPUs than its
+    /// `cores`, no real-time priority, no cgroup controller): exit 3 at the CLI unless the
+    /// user allows a degraded run.
+    #[error("{0}")]
+    Degraded(String),
     #[error("{what}: {source}")]
     Os {
         what: String,

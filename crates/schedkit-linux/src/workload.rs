@@ -12,11 +12,36 @@
 //! chunk is tens of microseconds) is its *longest stall*, the time it was kept off the CPU
 //! at a stretch (preempted, throttled, or interrupted). The sampler reads these through
 //! [`ThreadShared`].
+//!
+//! A `spin` process with a `pattern` alternates: compute until the thread's CPU clock has
+//! advanced by the run phase, then sleep with `clock_nanosleep(CLOCK_MONOTONIC,
+//! TIMER_ABSTIME)` until the phase's end (timer slack set to 1 ns, so the kernel does not
+//! defer the wake-up by its default 50 us). How late each wake-up ran (the time from the
+//! timer's expiry to the thread running again: timer interrupt plus run-queue wait) is its
+//! *wake-up latency*; the samples of every patterned thread are kept in a registry that the
+//! process running the workload drains with [`take_wake_latencies`] (the fidelity
+//! experiment does, after `engine::run`). Sleeping gaps do not count as stalls.
 
-use schedkit_core::scenario::Work;
+use schedkit_core::scenario::{Phase, Work};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// Wake-up latencies of one patterned thread, ns, in order.
+#[derive(Clone, Debug, Default)]
+pub struct WakeLatencies {
+    pub process: String,
+    pub thread: u32,
+    pub samples: Vec<u64>,
+}
+
+static WAKE_REGISTRY: Mutex<Vec<WakeLatencies>> = Mutex::new(Vec::new());
+
+/// Takes the wake-up latencies recorded by every patterned thread that finished since the
+/// last call (module docs).
+pub fn take_wake_latencies() -> Vec<WakeLatencies> {
+    std::mem::take(&mut *WAKE_REGISTRY.lock().unwrap_or_else(|e| e.into_inner()))
+}
 
 /// What one worker thread publishes to the sampler.
 #[derive(Default, Debug)]
@@ -41,6 +66,8 @@ pub struct WorkSpec {
     pub burst: Option<u64>,
     /// Iterations per thread (used by experiments that fix the amount of work).
     pub iterations: Option<u64>,
+    /// Run and sleep phases (`spin` only; the scenario checks that).
+    pub pattern: Option<Vec<Phase>>,
 }
 
 /// Thread CPU time of the calling thread (ns).
@@ -118,12 +145,25 @@ pub fn start(
         let g = group.clone();
         let spec = spec.clone();
         let setup = setup.clone();
+        let pname = name.to_string();
         let h = std::thread::Builder::new()
             .name(format!("{}.{k}", truncate(name)))
             .spawn(move || {
                 s.tid.store(crate::gettid(), Ordering::Release);
                 setup(k);
-                run_thread(k as usize, &spec, &g, &s, origin);
+                let mut wakes = Vec::new();
+                run_thread(k as usize, &spec, &g, &s, origin, &mut wakes);
+                if spec.pattern.is_some() {
+                    let rec = WakeLatencies {
+                        process: pname,
+                        thread: k,
+                        samples: wakes,
+                    };
+                    WAKE_REGISTRY
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(rec);
+                }
                 s.cpu_at_finish.store(thread_cpu_ns(), Ordering::Relaxed);
                 let at = (origin.elapsed().as_nanos() as u64).max(1);
                 s.finished_at.store(at, Ordering::Release);
@@ -138,8 +178,89 @@ fn truncate(name: &str) -> String {
     name.chars().take(10).collect()
 }
 
-/// Runs chunks of work until a stop condition; records progress and stalls.
-fn run_thread(k: usize, spec: &WorkSpec, g: &Group, s: &ThreadShared, origin: Instant) {
+/// Where a patterned thread is in its pattern.
+struct Phases<'a> {
+    pattern: &'a [Phase],
+    i: usize,
+    /// Thread CPU clock at which the current run phase ends.
+    run_until: u64,
+}
+
+impl<'a> Phases<'a> {
+    fn new(pattern: &'a [Phase], stop: &AtomicBool, wakes: &mut Vec<u64>) -> Phases<'a> {
+        // SAFETY: PR_SET_TIMERSLACK takes an integer argument and affects this thread only.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        let mut p = Phases {
+            pattern,
+            i: 0,
+            run_until: 0,
+        };
+        p.enter(stop, wakes);
+        p
+    }
+
+    /// Sleeps through the sleep phases from `i` on, then starts the next run phase.
+    fn enter(&mut self, stop: &AtomicBool, wakes: &mut Vec<u64>) {
+        loop {
+            match self.pattern[self.i] {
+                Phase::Sleep(d) => {
+                    if !stop.load(Ordering::Relaxed) {
+                        wakes.push(sleep_until(crate::clock_ns(libc::CLOCK_MONOTONIC) + d.0));
+                    }
+                    self.i = (self.i + 1) % self.pattern.len();
+                }
+                Phase::Run(d) => {
+                    self.run_until = thread_cpu_ns() + d.0;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// After a chunk: whether the run phase is over (then it sleeps and moves on).
+    fn after_chunk(&mut self, stop: &AtomicBool, wakes: &mut Vec<u64>) -> bool {
+        if thread_cpu_ns() < self.run_until {
+            return false;
+        }
+        self.i = (self.i + 1) % self.pattern.len();
+        self.enter(stop, wakes);
+        true
+    }
+}
+
+/// Sleeps until CLOCK_MONOTONIC reaches `target` ns; returns how late it resumed, ns.
+fn sleep_until(target: u64) -> u64 {
+    let ts = libc::timespec {
+        tv_sec: (target / 1_000_000_000) as libc::time_t,
+        tv_nsec: (target % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: ts is a valid timespec; a null remainder is allowed with TIMER_ABSTIME.
+    while unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    } == libc::EINTR
+    {}
+    crate::clock_ns(libc::CLOCK_MONOTONIC).saturating_sub(target)
+}
+
+/// Runs chunks of work until a stop condition; records progress, stalls and, for patterned
+/// threads, wake-up latencies into `wakes`.
+fn run_thread(
+    k: usize,
+    spec: &WorkSpec,
+    g: &Group,
+    s: &ThreadShared,
+    origin: Instant,
+    wakes: &mut Vec<u64>,
+) {
+    let mut phases = spec
+        .pattern
+        .as_deref()
+        .map(|p| Phases::new(p, &g.stop, wakes));
     let burst = spec.burst;
     let limit = spec.iterations.unwrap_or(u64::MAX);
     let cpu0 = thread_cpu_ns();
@@ -222,6 +343,12 @@ fn run_thread(k: usize, spec: &WorkSpec, g: &Group, s: &ThreadShared, origin: In
         let now = origin.elapsed().as_nanos() as u64;
         longest = longest.max(now - last);
         last = now;
+        if let Some(p) = &mut phases {
+            if p.after_chunk(&g.stop, wakes) {
+                // Asleep on purpose: not a stall.
+                last = origin.elapsed().as_nanos() as u64;
+            }
+        }
         if chunks.is_multiple_of(16) {
             s.iterations.store(iters, Ordering::Relaxed);
             s.longest_stall.store(longest, Ordering::Relaxed);

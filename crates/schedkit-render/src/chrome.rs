@@ -10,7 +10,7 @@
 //!
 //! Format reference: "Trace Event Format" (Google, the JSON Object Format with `traceEvents`).
 
-use schedkit_core::report::Report;
+use schedkit_core::report::{misses_deadline, Report};
 use schedkit_core::scenario::Scenario;
 use schedkit_core::trace::{Event, Owner, Slot, TraceLog};
 use schedkit_core::Nanos;
@@ -198,7 +198,7 @@ pub fn deadline_misses(trace: &TraceLog, end: Nanos) -> Vec<Miss> {
             }
             Event::JobFinish { t, task, job } => {
                 if let Some(deadline) = open.remove(&(task, job)) {
-                    if t > deadline {
+                    if misses_deadline(deadline, Some(t), end) {
                         out.push(Miss {
                             task,
                             job,
@@ -213,7 +213,7 @@ pub fn deadline_misses(trace: &TraceLog, end: Nanos) -> Vec<Miss> {
     }
     out.extend(
         open.into_iter()
-            .filter(|(_, deadline)| *deadline < end)
+            .filter(|(_, deadline)| misses_deadline(*deadline, None, end))
             .map(|((task, job), deadline)| Miss {
                 task,
                 job,

@@ -32,10 +32,13 @@ const MAX_THREAD_ROWS: usize = 64;
 pub fn render_table(r: &Report) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "{} · policy {} · {} cores · window {} ms\n\n",
+        "{} · policy {} · {} cores{} · window {} ms\n\n",
         r.engine,
         r.policy,
         r.cores,
+        r.cpus
+            .as_ref()
+            .map_or(String::new(), |c| format!(" (job CPUs {c})")),
         ms(r.window_ns)
     ));
     let rt = r.threads.iter().any(|t| t.jobs.is_some());
@@ -89,8 +92,9 @@ pub fn render_table(r: &Report) -> String {
             title,
             "threads",
             "cpu ms",
-            "share %",
-            "GPS %",
+            "job %",
+            "GPS job %",
+            "machine %",
             "lag ms",
             "max |lag| ms",
             "avg wait ms",
@@ -102,8 +106,9 @@ pub fn render_table(r: &Report) -> String {
                 p.name.clone(),
                 p.threads.to_string(),
                 ms(p.cpu_ns),
+                pct(p.job_share),
+                pct(p.ideal_job_share),
                 pct(p.share),
-                pct(p.ideal_share),
                 format!("{:.3}", p.lag_ns as f64 / 1e6),
                 ms(p.max_abs_lag_ns),
                 ms(p.avg_waiting_ns),
@@ -135,7 +140,9 @@ pub fn render_table(r: &Report) -> String {
             "jobs / deadline misses",
             format!("{} / {}", s.jobs, s.deadline_misses),
         ),
-        ("max |share - GPS| pp", pct(s.max_abs_share_error)),
+        ("job cpu ms", ms(s.job_cpu_ns)),
+        ("max |job share - GPS| pp", pct(s.max_abs_job_share_error)),
+        ("max |machine share - GPS| pp", pct(s.max_abs_share_error)),
         (
             "mean |error| vs GPS %",
             format!("{:.2}", s.mean_abs_pct_error),
@@ -147,6 +154,12 @@ pub fn render_table(r: &Report) -> String {
     }
     out.push_str(&t.to_string());
     out.push('\n');
+    if !r.warnings.is_empty() {
+        out.push_str("\nthis run was not what the scenario asked:\n");
+        for w in &r.warnings {
+            out.push_str(&format!("  - {w}\n"));
+        }
+    }
     out
 }
 

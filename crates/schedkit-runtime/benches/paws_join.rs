@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench -p schedkit-runtime --bench paws_join
 //! ```
-//! The README quotes the ratio paws / rayon of the medians.
+//! docs/experiments.md quotes the ratio paws / rayon of the medians.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use schedkit_runtime::paws::{Mode, RtConfig, RtPool};

@@ -4,7 +4,7 @@
 //! workers (the machine's CPUs, unpinned, SCHED_OTHER, so the comparison is about queues),
 //! and every batch is N tiny tasks submitted from one thread, then waited for.
 //!
-//! `cargo bench -p schedkit-runtime --bench pool`; the README quotes the ratios.
+//! `cargo bench -p schedkit-runtime --bench pool`; docs/experiments.md quotes the ratios.
 
 use std::sync::atomic::{AtomicUsize, Ordering::*};
 use std::sync::Arc;

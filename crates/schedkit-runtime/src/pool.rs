@@ -207,8 +207,8 @@ impl Pool {
         drop(tx);
         let mut warnings = Vec::new();
         for _ in 0..n {
+            // Kept for the caller (`Pool::warnings`): a library does not print.
             if let Ok(Some(w)) = rx.recv() {
-                eprintln!("schedkit-runtime: warning: {w}");
                 warnings.push(w);
             }
         }

@@ -1332,12 +1332,9 @@ fn check_deadlock(sh: &Shared, suspect: &mut Option<(Instant, u64)>) {
         (Some((_, p)), true) if p != progress => *suspect = Some((Instant::now(), progress)),
         (Some((since, _)), true) => {
             if since.elapsed() >= limit {
+                // Joins from outside now return `Error::Deadlock` and `deadlocked()` says so;
+                // a library does not print.
                 sh.deadlock.store(true, SeqCst);
-                eprintln!(
-                    "schedkit-runtime: deadlock: all {live} live fibers are blocked on \
-                     synchronisation primitives, none ready or sleeping, for {:?}",
-                    since.elapsed()
-                );
             }
         }
     }

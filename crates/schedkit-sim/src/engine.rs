@@ -20,7 +20,11 @@
 //! # Invariants checked after every decision
 //! A thread runs on at most one core; a picked thread is ready and allowed on the core. A
 //! violating pick is rejected, the thread re-queued, and [`Invariants::invalid_picks`]
-//! counts it (the kernel's "fall back and count" habit, not a panic).
+//! counts it (the kernel's "fall back and count" habit, not a panic). A dispatcher that
+//! declares a [`Dispatcher::starvation_bound`] has every wait of a ready thread checked
+//! against it ([`Invariants::starved`]); a controller action the model cannot apply is
+//! refused ([`Invariants::refused_actions`]). Each kind keeps its first reasons, returned
+//! by [`SimStats::warnings`]: libraries do not print.
 //!
 //! # Memory
 //! Process threads get one slot each. Real-time job threads take a slot from a free list
@@ -33,9 +37,11 @@
 //! O(n); per-event (rather than per-instant) dispatch decisions make the outcome depend on the
 //! order of simultaneous events.
 
+use crate::contract::refusal;
+pub use crate::contract::Invariants;
 use crate::policy::{Ctx, Dispatcher, Enqueue, SimThread, ThreadState};
 use schedkit_core::control::{Action, Controller, Snapshot, ThreadView};
-use schedkit_core::scenario::{Region, Scenario};
+use schedkit_core::scenario::{Phase, Region, Scenario};
 use schedkit_core::trace::{Event, Owner, Reason, Slot, TraceSink};
 use schedkit_core::Nanos;
 use std::cmp::Reverse;
@@ -55,13 +61,6 @@ macro_rules! pcall {
         };
         $s.policy.$method(&ctx, $($arg),*)
     }};
-}
-
-/// Counters of corrected policy mistakes (EXAMPLES.md item 4).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Invariants {
-    /// Picks of a thread that was not ready or not allowed on the core.
-    pub invalid_picks: u64,
 }
 
 /// Totals of one simulation, beside the trace-derived report.
@@ -94,6 +93,10 @@ enum Kind {
     Arrive {
         process: usize,
     },
+    /// A thread's sleep phase (`pattern`) is over.
+    Wake {
+        slot: Slot,
+    },
     Control,
     /// A core finished its context-switch overhead and starts running its thread.
     SwitchDone {
@@ -110,7 +113,7 @@ enum Kind {
 impl Kind {
     fn class(&self) -> u8 {
         match self {
-            Kind::Release { .. } | Kind::Arrive { .. } => 0,
+            Kind::Release { .. } | Kind::Arrive { .. } | Kind::Wake { .. } => 0,
             Kind::Control => 1,
             Kind::SwitchDone { .. } | Kind::SliceEnd { .. } => 2,
             Kind::Balance => 3,
@@ -173,6 +176,10 @@ pub struct Engine<'a> {
     /// Reused by `decide` (no allocation per decision).
     picks: Vec<(usize, Slot)>,
     order: Vec<usize>,
+    /// Contract checks (see the module docs): when each slot last became ready, and the
+    /// dispatcher's declared bound on that wait (read once).
+    ready_since: Vec<Nanos>,
+    starvation_bound: Option<Nanos>,
 }
 
 impl<'a> Engine<'a> {
@@ -211,7 +218,10 @@ impl<'a> Engine<'a> {
             scratch: Vec::new(),
             picks: Vec::new(),
             order: Vec::new(),
+            ready_since: Vec::new(),
+            starvation_bound: None,
         };
+        e.starvation_bound = e.policy.starvation_bound();
         // The initial arrivals and first releases form a sorted stream beside the heap: known
         // up front, they need no heap operations at all (scenarios with 10,000 processes
         // would otherwise spend a good part of their run sifting them).
@@ -272,6 +282,11 @@ impl<'a> Engine<'a> {
         };
         self.now = end;
         self.stop_all_at_end();
+        for s in 0..self.threads.len() as Slot {
+            if self.threads[s as usize].state == ThreadState::Ready {
+                self.check_wait(s);
+            }
+        }
         self.stats.end = end;
         // Slots and job records are recycled through free lists, so the vectors' lengths are
         // their high-water marks.
@@ -342,6 +357,7 @@ impl<'a> Engine<'a> {
             slot,
             owner,
         });
+        self.became_ready(slot);
         pcall!(self, enqueue(slot, Enqueue::New));
     }
 
@@ -372,9 +388,13 @@ impl<'a> Engine<'a> {
                         last_core: None,
                         par: false,
                         cpu: Nanos::ZERO,
+                        phase: p.pattern.as_ref().map(|_| (0, Nanos::ZERO)),
                     };
                     let slot = self.new_slot(t, None);
-                    self.arrive(slot);
+                    match self.threads[slot as usize].phase {
+                        Some(_) => self.start_pattern(slot),
+                        None => self.arrive(slot),
+                    }
                 }
             }
             Kind::Release { task } => {
@@ -412,6 +432,7 @@ impl<'a> Engine<'a> {
                     self.push(next, Kind::Release { task });
                 }
             }
+            Kind::Wake { slot } => self.wake(slot),
             Kind::Control => self.control(),
             Kind::Balance => {
                 pcall!(self, balance());
@@ -435,8 +456,11 @@ impl<'a> Engine<'a> {
                 }
                 let Some(slot) = c.running else { return };
                 self.charge(core);
-                if self.threads[slot as usize].remaining == Some(Nanos::ZERO) {
+                let t = &self.threads[slot as usize];
+                if t.remaining == Some(Nanos::ZERO) {
                     self.finish(core, slot);
+                } else if t.phase.is_some_and(|(_, left)| left == Nanos::ZERO) {
+                    self.block(core, slot);
                 } else {
                     // Slice expired: back to the queue; `decide` may pick it again.
                     self.vacate(core, slot, Reason::Expired);
@@ -444,6 +468,86 @@ impl<'a> Engine<'a> {
                 }
             }
         }
+    }
+
+    /// The first phase of a patterned thread: it arrives, and blocks at once if the pattern
+    /// starts with a sleep.
+    fn start_pattern(&mut self, slot: Slot) {
+        let owner = self.threads[slot as usize].owner;
+        self.emit(Event::Arrive {
+            t: self.now,
+            slot,
+            owner,
+        });
+        self.enter_phase(slot, 0, None);
+    }
+
+    /// Moves `slot` to phase `i` of its pattern (wrapping), skipping over sleeps: a run phase
+    /// makes it runnable (`woken`: it was blocked, else it just arrived); a sleep blocks it
+    /// and schedules its wake-up.
+    fn enter_phase(&mut self, slot: Slot, i: usize, woken: Option<()>) {
+        let process = self.threads[slot as usize]
+            .process
+            .expect("patterned thread");
+        let pattern = self.scenario.processes[process]
+            .pattern
+            .as_ref()
+            .expect("patterned thread");
+        let mut i = i % pattern.len();
+        let mut sleep = Nanos::ZERO;
+        while let Phase::Sleep(d) = pattern[i] {
+            sleep += d;
+            i = (i + 1) % pattern.len();
+        }
+        let Phase::Run(run) = pattern[i] else {
+            unreachable!("a pattern has a run phase (scenario check)")
+        };
+        self.threads[slot as usize].phase = Some((i, run));
+        if sleep > Nanos::ZERO {
+            if self.threads[slot as usize].state != ThreadState::Blocked {
+                self.threads[slot as usize].state = ThreadState::Blocked;
+                self.emit(Event::Block { t: self.now, slot });
+            }
+            let at = self.now + sleep;
+            if at <= self.horizon {
+                self.push(at, Kind::Wake { slot });
+            }
+        } else if woken.is_some() {
+            self.make_ready(slot);
+        } else {
+            pcall!(self, enqueue(slot, Enqueue::New));
+        }
+    }
+
+    /// A patterned thread's run phase ran out on `core`: it leaves the core and sleeps.
+    fn block(&mut self, core: usize, slot: Slot) {
+        let c = &mut self.cores[core];
+        c.running = None;
+        c.generation += 1;
+        self.running[core] = None;
+        self.emit(Event::Deschedule {
+            t: self.now,
+            core,
+            slot,
+            reason: Reason::Blocked,
+        });
+        self.threads[slot as usize].state = ThreadState::Blocked;
+        self.emit(Event::Block { t: self.now, slot });
+        let (i, _) = self.threads[slot as usize].phase.expect("patterned thread");
+        self.enter_phase(slot, i + 1, Some(()));
+    }
+
+    /// A patterned thread's sleep is over.
+    fn wake(&mut self, slot: Slot) {
+        if self.threads[slot as usize].state == ThreadState::Blocked {
+            self.make_ready(slot);
+        }
+    }
+
+    fn make_ready(&mut self, slot: Slot) {
+        self.threads[slot as usize].state = ThreadState::Ready;
+        self.emit(Event::Wake { t: self.now, slot });
+        pcall!(self, enqueue(slot, Enqueue::Woken));
     }
 
     /// Creates the threads of the current region of job `id`; `at` is the core where the
@@ -481,6 +585,7 @@ impl<'a> Engine<'a> {
                 last_core: at,
                 par,
                 cpu: Nanos::ZERO,
+                phase: None,
             };
             let slot = self.new_slot(t, Some(id));
             self.arrive(slot);
@@ -501,6 +606,9 @@ impl<'a> Engine<'a> {
         if let Some(r) = &mut t.remaining {
             *r = r.saturating_sub(ran);
         }
+        if let Some((_, left)) = &mut t.phase {
+            *left = left.saturating_sub(ran);
+        }
         pcall!(self, charge(slot, core, ran));
     }
 
@@ -516,6 +624,7 @@ impl<'a> Engine<'a> {
         c.switching = false;
         self.running[core] = None;
         self.threads[slot as usize].state = ThreadState::Ready;
+        self.became_ready(slot);
     }
 
     fn finish(&mut self, core: usize, slot: Slot) {
@@ -532,6 +641,8 @@ impl<'a> Engine<'a> {
         self.emit(Event::Finish { t: self.now, slot });
         self.threads[slot as usize].state = ThreadState::Done;
         self.live -= 1;
+        // Before the slot can be reused by the job's next region.
+        pcall!(self, exit(slot, core));
         if let Some(id) = self.job_of[slot as usize].take() {
             self.free_slots.push(slot);
             let j = self.jobs[id].as_mut().expect("live job");
@@ -572,7 +683,8 @@ impl<'a> Engine<'a> {
             pcall!(self, preempt(&mut out));
         }
         for &core in &out {
-            if let Some(slot) = self.cores[core].running {
+            // A core that does not exist is ignored like an idle one.
+            if let Some(slot) = self.cores.get(core).and_then(|c| c.running) {
                 self.charge(core);
                 self.vacate(core, slot, Reason::Preempted);
                 pcall!(self, enqueue(slot, Enqueue::Preempted));
@@ -598,15 +710,43 @@ impl<'a> Engine<'a> {
             }
             let picked = { pcall!(self, pick_next(core)) };
             let Some(s) = picked else { continue };
+            if s as usize >= self.threads.len() {
+                let inv = &mut self.stats.invariants;
+                Invariants::note(&mut inv.invalid_picks, &mut inv.reasons, || {
+                    format!(
+                        "{}: invalid pick at {}: thread {s} on core {core}: no such thread",
+                        self.policy.name(),
+                        self.now
+                    )
+                });
+                continue;
+            }
             let t = &self.threads[s as usize];
             let taken = picks.iter().any(|&(_, p)| p == s);
             if t.state != ThreadState::Ready || !t.allowed_on(core) || taken {
-                self.stats.invariants.invalid_picks += 1;
+                let why = if taken {
+                    "already picked for another core this instant"
+                } else if t.state != ThreadState::Ready {
+                    "not ready"
+                } else {
+                    "not allowed on that core by its affinity"
+                };
+                let inv = &mut self.stats.invariants;
+                Invariants::note(&mut inv.invalid_picks, &mut inv.reasons, || {
+                    format!(
+                        "{}: invalid pick at {}: thread {s} on core {core}: {why} (state {:?})",
+                        self.policy.name(),
+                        self.now,
+                        t.state
+                    )
+                });
+                let t = &self.threads[s as usize];
                 if t.state == ThreadState::Ready && !taken {
                     pcall!(self, enqueue(s, Enqueue::Preempted));
                 }
                 continue;
             }
+            self.check_wait(s);
             self.threads[s as usize].state = ThreadState::Running(core);
             self.cores[core].running = Some(s);
             self.running[core] = Some(s);
@@ -691,9 +831,18 @@ impl<'a> Engine<'a> {
         if let Some(s) = slice {
             end = end.min(now + s.max(Nanos(1)));
         }
+        // A run phase that ran out while the thread was off its core (charged at a
+        // preemption in the very instant) ends at once: it blocks in the next batch.
+        let phase_over = match self.threads[slot as usize].phase {
+            Some((_, left)) => {
+                end = end.min(now + left);
+                left == Nanos::ZERO
+            }
+            None => false,
+        };
         // At the horizon itself the slice would end at `now` again and again (an endless
         // batch loop for sliced policies with unbounded work); `stop_all_at_end` stops it.
-        if end > now {
+        if end > now || phase_over {
             self.push(end, Kind::SliceEnd { core, generation });
         }
     }
@@ -766,8 +915,21 @@ impl<'a> Engine<'a> {
         self.push(self.now + period, Kind::Control);
     }
 
-    /// Applies one controller action to the model.
+    /// Applies one controller action to the model, or refuses it with a reason.
     pub(crate) fn act(&mut self, action: Action) {
+        if let Some(why) = refusal(
+            &action,
+            self.scenario,
+            &self.threads,
+            self.group_weights.len(),
+        ) {
+            let inv = &mut self.stats.invariants;
+            let ctl = self.controller.as_ref().map_or("controller", |c| c.name());
+            Invariants::note(&mut inv.refused_actions, &mut inv.reasons, || {
+                format!("{ctl}: refused {action:?} at {}: {why}", self.now)
+            });
+            return;
+        }
         let now = self.now;
         match action {
             Action::SetWeight { thread, weight } => {
@@ -851,11 +1013,52 @@ impl<'a> Engine<'a> {
                     let t = &self.threads[slot as usize];
                     if t.process == Some(process) && t.state == ThreadState::Blocked {
                         self.threads[slot as usize].state = ThreadState::Ready;
+                        self.became_ready(slot);
                         self.emit(Event::Wake { t: now, slot });
                         pcall!(self, enqueue(slot, Enqueue::Woken));
                     }
                 }
             }
+        }
+    }
+
+    // ---- Contract checks (issue 16 part 5) -------------------------------------------------
+
+    /// `slot` became ready now (only tracked when the dispatcher declares a bound).
+    fn became_ready(&mut self, slot: Slot) {
+        if self.starvation_bound.is_none() {
+            return;
+        }
+        let i = slot as usize;
+        if self.ready_since.len() <= i {
+            self.ready_since.resize(i + 1, Nanos::ZERO);
+        }
+        self.ready_since[i] = self.now;
+    }
+
+    /// The ready thread `slot` stops waiting now (dispatched, or the run ended): a wait
+    /// longer than the declared bound is counted.
+    fn check_wait(&mut self, slot: Slot) {
+        let Some(bound) = self.starvation_bound else {
+            return;
+        };
+        let since = self
+            .ready_since
+            .get(slot as usize)
+            .copied()
+            .unwrap_or(self.now);
+        let waited = self.now.saturating_sub(since);
+        if waited > bound {
+            let inv = &mut self.stats.invariants;
+            Invariants::note(&mut inv.starved, &mut inv.reasons, || {
+                format!(
+                    "{}: thread {slot} ({:?}) was ready from {since} to {} without running, \
+                     longer than the policy's bound {bound}",
+                    self.policy.name(),
+                    self.threads[slot as usize].owner,
+                    self.now
+                )
+            });
         }
     }
 

@@ -4,6 +4,7 @@
 //! a [`schedkit_core::Metrics`] to get the report. See [`engine`] for the model and
 //! [`policy`] for the interface every policy implements.
 
+pub mod contract;
 pub mod engine;
 pub mod keyed;
 pub mod partition;
@@ -35,6 +36,10 @@ pub fn simulate_report(
     } else {
         simulate(scenario, &mut metrics)?
     };
-    let report = metrics.finish(stats.end);
+    let mut report = metrics.finish(stats.end);
+    if scenario.policy.name == schedkit_core::PolicyName::Default {
+        // The kernel's scheduler in `run`; here its model, named.
+        report.policy = policies::default_label();
+    }
     Ok((report, keep_trace.then_some(log), stats))
 }

@@ -6,23 +6,23 @@
 //! [`Slot`]; slots are reused after a thread finishes, and [`Dispatcher::enqueue`] with
 //! [`Enqueue::New`] announces a fresh thread in a slot.
 //!
-//! Calling contract (all hooks are called by the engine's single thread, between events):
-//! - `enqueue` is called for every thread that becomes runnable and is not running: on
-//!   arrival (`New`), when its slice expired (`Expired`), when it was preempted (`Preempted`),
-//!   or when it wakes (`Woken`). A thread is never enqueued twice without a pick or `remove`
-//!   in between.
-//! - `pick_next(core)` removes and returns the thread to run on an idle core, or `None`. The
-//!   engine checks the answer: a thread that is not ready, or not allowed on `core` by its
-//!   affinity, is rejected, counted in [`crate::engine::Invariants::invalid_picks`] and
-//!   re-enqueued, and the core stays idle until the next event.
-//! - `time_slice` is asked right after a dispatch (and after a continued slice): `None` runs
-//!   the thread until it finishes or is preempted.
-//! - `charge` reports CPU time consumed by a running thread since the last charge; it is
-//!   called at every slice end and before every `preempt` round, so keys that depend on
-//!   remaining work or virtual runtime are current.
-//! - `preempt` is called once per batch of simultaneous events, after all of them were
-//!   applied; it pushes the cores whose running thread must give way now.
-//! - `remove` takes a queued thread out (blocked or stopped while waiting).
+//! Calling contract, as sched_ext's ops table states its own: every hook is called by the
+//! engine's single thread, between events, with a [`Ctx`] that shows the engine's state at
+//! that moment; a hook may change only the dispatcher's own state (its queues, its side
+//! tables) and answer. Each hook's documentation says who calls it, when, what it may do and
+//! what its default does. The order within one instant is fixed: every event of the instant
+//! (`enqueue` New/Expired/Woken, `exit`, `remove`, `reweight`, `place`, `balance`) first,
+//! then `charge` (if [`Dispatcher::charge_before_preempt`]), `preempt`, `enqueue` Preempted
+//! for each core it named, then `pick_next` for every idle core (cores that just gave up a
+//! thread first, then the others in core order), then `time_slice` for each dispatch.
+//!
+//! What the engine checks, and how it answers a broken dispatcher (counted in
+//! [`crate::engine::Invariants`], with reasons in [`crate::SimStats::warnings`], never a
+//! panic): a pick of a thread that is not ready, not allowed on the core, or already picked
+//! for another core this instant is rejected (re-queued if it is ready) and the core stays
+//! idle until the next event; a ready thread that waits longer than the dispatcher's
+//! [`Dispatcher::starvation_bound`] is counted when its wait ends. `tests/contracts.rs` shows
+//! each with a deliberately broken dispatcher.
 
 use schedkit_core::scenario::{PolicySpec, Scenario};
 use schedkit_core::trace::{Owner, Slot};
@@ -97,6 +97,9 @@ pub struct SimThread {
     pub par: bool,
     /// CPU time received so far (charged lazily for static-key policies).
     pub cpu: Nanos,
+    /// Threads with a run/sleep `pattern`: the index of the current phase and the CPU time
+    /// left in it (the thread blocks when it reaches zero). `None` for always-runnable threads.
+    pub phase: Option<(usize, Nanos)>,
 }
 
 impl SimThread {
@@ -130,59 +133,98 @@ impl Ctx<'_> {
     }
 }
 
-/// A dispatcher: decides what runs next on each core.
+/// A dispatcher: decides what runs next on each core. See the module docs for the order of
+/// the hooks within an instant and what the engine checks.
 pub trait Dispatcher {
-    /// The policy's scenario name.
+    /// The policy's scenario name. Called by the engine for reasons and by the registry; no
+    /// default.
     fn name(&self) -> &'static str;
 
-    /// Queues a runnable thread. See the module docs for when it is called.
+    /// Queues a runnable thread that is not running. Called by the engine when `slot` arrives
+    /// (`New`: a process thread, or a real-time job's thread; a fresh thread in a possibly
+    /// reused slot), when its slice ran out (`Expired`), when it lost its core (`Preempted`:
+    /// to this dispatcher's `preempt`, to a controller's migration, or after an invalid pick
+    /// of it was rejected) or when it was stopped and resumed (`Woken`). Never twice without a
+    /// `pick_next` or `remove` of it in between. May: put it in its queues, update its keys.
+    /// No default.
     fn enqueue(&mut self, ctx: &Ctx, slot: Slot, why: Enqueue);
 
-    /// Removes and returns the thread to run on the idle `core`.
+    /// Removes and returns the thread to run on the idle `core`, or `None` to leave it idle.
+    /// Called once per idle core after each instant's `preempt`. May: take a thread out of
+    /// its queues (it must be ready, allowed on `core`, and not returned for another core this
+    /// instant, else the engine rejects the pick). No default.
     fn pick_next(&mut self, ctx: &Ctx, core: usize) -> Option<Slot>;
 
-    /// How long the thread just dispatched on `core` may run before the engine asks again.
-    /// Default: until it finishes or is preempted.
+    /// How long the thread just dispatched (or continued) on `core` may run before the engine
+    /// asks again (a slice end, then `enqueue` Expired). Called right after each dispatch.
+    /// May: read its keys. Default: `None`, until it finishes or is preempted.
     fn time_slice(&mut self, _ctx: &Ctx, _core: usize, _slot: Slot) -> Option<Nanos> {
         None
     }
 
-    /// Accounts `ran` nanoseconds of CPU to the running thread `slot` (already subtracted
-    /// from its `remaining`). Default: nothing.
+    /// Accounts `ran` nanoseconds of CPU to the running thread `slot` on `core` (already
+    /// subtracted from its `remaining`). Called at every slice end, before a thread leaves a
+    /// core, before controller ticks, and before every `preempt` if
+    /// [`Dispatcher::charge_before_preempt`]. May: update its keys (vruntime, pass).
+    /// Default: nothing.
     fn charge(&mut self, _ctx: &Ctx, _slot: Slot, _core: usize, _ran: Nanos) {}
 
-    /// Whether `preempt` reads state that `charge` updates (remaining work, virtual
-    /// runtime), so the engine must charge every running thread before each decision.
-    /// Default: true (always correct; policies with static keys return false to save
-    /// O(cores) per decision).
+    /// Whether `preempt` reads state that `charge` updates (remaining work, virtual runtime),
+    /// so the engine must charge every running thread before each decision. Asked before
+    /// each `preempt`. Default: true (always correct; policies with static keys return false
+    /// to save O(cores) per decision).
     fn charge_before_preempt(&self) -> bool {
         true
     }
 
-    /// Pushes into `out` the cores whose running thread must be preempted now. Default: none
+    /// Pushes into `out` the cores whose running thread must give way now. Called once per
+    /// instant, after all its events. May: decide, and remember who is to run where (the
+    /// engine then calls `enqueue` Preempted for each named core's thread and `pick_next`
+    /// for it). A core named twice, an idle core or one that does not exist is ignored. Default: none
     /// (non-preemptive).
     fn preempt(&mut self, _ctx: &Ctx, _out: &mut Vec<usize>) {}
 
-    /// Takes a queued thread out of the queues (it blocked or was stopped while waiting).
+    /// Takes a queued (not running) thread out of the queues: a controller stopped its
+    /// process while it waited. Called by the engine when it applies such an action. No
+    /// default: a dispatcher that forgot it would hand out a stopped thread (an invalid pick).
     fn remove(&mut self, ctx: &Ctx, slot: Slot);
 
-    /// Period of [`Dispatcher::balance`] (per-core run queues only). Default: never.
+    /// The running thread `slot` finished its work on `core` (the exit hook, sched_ext's
+    /// `exit_task`). Called by the engine right after the thread's Finish event and before
+    /// its slot can be reused (by the next region of the same job, in the same instant). May:
+    /// drop per-thread state, account the core as free. The thread is in no queue. Default:
+    /// nothing.
+    fn exit(&mut self, _ctx: &Ctx, _slot: Slot, _core: usize) {}
+
+    /// The longest a ready thread may wait without running under this policy, if it
+    /// guarantees one for the scenario it was built for (e.g. round robin: the slices of the
+    /// other threads). Asked once, when the engine is built; every wait longer than it is
+    /// counted in [`crate::engine::Invariants::starved`]. Default: `None`, no promise.
+    fn starvation_bound(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// Period of [`Dispatcher::balance`] (per-core run queues only). Asked when the engine is
+    /// built and after each balance. Default: never.
     fn balance_interval(&self) -> Option<Nanos> {
         None
     }
 
-    /// Moves queued threads between per-core queues. Default: nothing.
+    /// Moves queued threads between per-core queues. Called every `balance_interval`, as the
+    /// last event of its instant. May: move queued threads only. Default: nothing.
     fn balance(&mut self, _ctx: &Ctx) {}
 
-    /// A controller changed `slot`'s weight (the new weight is in `ctx`). Default: nothing.
+    /// A controller changed `slot`'s weight (the new weight is in `ctx`; the thread may be
+    /// queued, running or blocked). May: re-key it. Default: nothing.
     fn reweight(&mut self, _ctx: &Ctx, _slot: Slot, _old_weight: u64) {}
 
-    /// A controller moved `slot` to `core` (its affinity is now `[core]`). The thread may be
-    /// queued or running elsewhere; if queued, a per-core dispatcher should move it.
+    /// A controller moved `slot` to `core` (its affinity is now `[core]`). Called before the
+    /// engine re-queues it if it was running elsewhere; if queued, a per-core dispatcher
+    /// should move it. Default: nothing.
     fn place(&mut self, _ctx: &Ctx, _slot: Slot, _core: usize) {}
 
-    /// Whether the policy never idles a core while a thread that may run there waits. The
-    /// property tests check this for every policy that says so.
+    /// Whether the policy never idles a core while a thread that may run there waits. Read by
+    /// the property tests, which check it for every policy that says so. Default: true.
     fn work_conserving(&self) -> bool {
         true
     }

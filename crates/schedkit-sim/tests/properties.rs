@@ -47,6 +47,8 @@ struct GenProcess {
     tickets: u64,
     cpus_mask: Option<u8>,
     group: Option<usize>,
+    /// A run/sleep pattern (us each): the thread blocks and wakes through the engine.
+    pattern: Option<(u64, u64)>,
 }
 
 #[derive(Clone, Debug)]
@@ -89,10 +91,15 @@ fn process() -> impl Strategy<Value = GenProcess> {
         (
             prop::option::weighted(0.3, 1u8..16),
             any::<Option<prop::sample::Index>>(),
+            prop::option::weighted(0.25, (50u64..5_000, 50u64..10_000)),
         ),
     )
         .prop_map(
-            |((arrival_us, burst_us), (threads, nice, priority, tickets), (cpus_mask, group))| {
+            |(
+                (arrival_us, burst_us),
+                (threads, nice, priority, tickets),
+                (cpus_mask, group, pattern),
+            )| {
                 GenProcess {
                     arrival_us,
                     burst_us,
@@ -103,6 +110,7 @@ fn process() -> impl Strategy<Value = GenProcess> {
                     cpus_mask,
                     // Resolved against the number of groups when rendering.
                     group: group.map(|g| g.index(usize::MAX)),
+                    pattern,
                 }
             },
         )
@@ -228,6 +236,15 @@ fn render(w: &Workload, policy: PolicyName, with_cpus: bool) -> String {
                 .and_then(|m| cpus_list(m, w.cores))
             {
                 writeln!(s, "cpus = {c}").unwrap();
+            }
+            if let Some((run, sleep)) = p.pattern {
+                writeln!(
+                    s,
+                    "pattern = [{{ run = {} }}, {{ sleep = {} }}]",
+                    us(run),
+                    us(sleep)
+                )
+                .unwrap();
             }
             if let (Some(g), false) = (p.group, w.groups.is_empty()) {
                 writeln!(s, "group = \"g{}\"", g % w.groups.len()).unwrap();

@@ -2,15 +2,12 @@
 //! 3 missing privileges, 4 another run holds the machine lease (`run --wait` queues), 5 a
 //! dead run's changes must be restored first (`schedkit restore`, or `run --restore-stale`).
 
-use crate::output;
-use anyhow::Result;
+use crate::failure::{Failure, EXIT_BAD_INPUT};
+use crate::output::{self, ReportArgs};
 use clap::{Args, Parser, Subcommand};
-use schedkit_core::scenario::{Scenario, ScenarioError};
+use schedkit_core::scenario::Scenario;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-/// Exit status for bad input (scenario or arguments).
-pub const EXIT_BAD_INPUT: u8 = 2;
 
 #[derive(Parser)]
 #[command(
@@ -87,17 +84,9 @@ enum ExperimentCommand {
     /// paws, gedf, ws (the real-time pool) and sched-deadline on this machine, and paws, gedf,
     /// pedf in the simulator: Table 1 (sets with misses), Figs. 2-3 (migrations, switches).
     Paws(crate::experiment_paws::PawsExpArgs),
-}
-
-/// Where a report goes besides the table on stdout.
-#[derive(Args, Clone, Default)]
-pub struct ReportArgs {
-    /// Print the report as JSON (integer nanoseconds) instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    /// Print the per-thread report as CSV instead of the table.
-    #[arg(long, conflicts_with = "json")]
-    pub csv: bool,
+    /// The simulator's kernel models (eevdf, cfs) against the kernel itself: scenario files
+    /// run for real and simulated, error per metric with 95 % CI, chart and JSON.
+    Fidelity(crate::experiment_fidelity::FidelityArgs),
 }
 
 #[derive(Args)]
@@ -118,39 +107,6 @@ struct SimArgs {
     /// rows) as Parquet files into this directory.
     #[arg(long, value_name = "DIR")]
     parquet: Option<PathBuf>,
-}
-
-/// A failure with its exit status.
-pub struct Failure {
-    pub status: u8,
-    pub message: String,
-}
-
-impl From<ScenarioError> for Failure {
-    fn from(e: ScenarioError) -> Failure {
-        Failure {
-            status: EXIT_BAD_INPUT,
-            message: e.to_string(),
-        }
-    }
-}
-
-impl From<schedkit_experiments::Error> for Failure {
-    fn from(e: schedkit_experiments::Error) -> Failure {
-        Failure {
-            status: if e.is_bad_input() { EXIT_BAD_INPUT } else { 1 },
-            message: e.to_string(),
-        }
-    }
-}
-
-impl From<anyhow::Error> for Failure {
-    fn from(e: anyhow::Error) -> Failure {
-        Failure {
-            status: 1,
-            message: format!("{e:#}"),
-        }
-    }
 }
 
 pub fn main() -> ExitCode {
@@ -178,6 +134,7 @@ pub fn main() -> ExitCode {
             ExperimentCommand::GlobalFairness(a) => crate::experiment_fair::global_fairness(a),
             ExperimentCommand::Tenants(a) => crate::experiment_fair::tenants(a),
             ExperimentCommand::Paws(a) => crate::experiment_paws::run(a),
+            ExperimentCommand::Fidelity(a) => crate::experiment_fidelity::run(a),
         },
         Command::Import(c) => crate::io_cmds::import(c),
         Command::Export(c) => crate::io_cmds::export(c),
@@ -224,6 +181,3 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
     }
     Ok(())
 }
-
-#[allow(dead_code)]
-fn _assert_result_type(_: Result<()>) {}

@@ -5,7 +5,7 @@
 //! 1 the run could not be reached, refused the connection (not its owner), had all its control
 //! connections open, or ended or did not answer in time.
 
-use crate::cli::{Failure, EXIT_BAD_INPUT};
+use crate::failure::{Failure, EXIT_BAD_INPUT};
 use clap::{Args, Subcommand};
 use schedkit_linux::ctl::{self, Reply, Request};
 use schedkit_linux::journal;

@@ -2,7 +2,7 @@
 //! `--parquet DIR` output of `sim`, `compare` and sweeps. The work is `schedkit_io`'s; this
 //! module parses arguments, prints warnings, and writes files.
 
-use crate::cli::{Failure, EXIT_BAD_INPUT};
+use crate::failure::{Failure, EXIT_BAD_INPUT};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use schedkit_core::scenario::Scenario;

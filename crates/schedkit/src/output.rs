@@ -1,11 +1,22 @@
 //! Writing a report: the table, JSON or CSV on stdout, the Gantt chart and Chrome trace into
 //! files. The rendering itself lives in `schedkit_render`.
 
-use crate::cli::ReportArgs;
 use anyhow::Result;
+use clap::Args;
 use schedkit_core::report::Report;
 pub use schedkit_render::table::{ms, table};
 use schedkit_render::table::{render_csv, render_table};
+
+/// Where a report goes besides the table on stdout.
+#[derive(Args, Clone, Default)]
+pub struct ReportArgs {
+    /// Print the report as JSON (integer nanoseconds) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the per-thread report as CSV instead of the table.
+    #[arg(long, conflicts_with = "json")]
+    pub csv: bool,
+}
 
 /// Writes the report to stdout in the requested form.
 pub fn emit(r: &Report, args: &ReportArgs) -> Result<()> {

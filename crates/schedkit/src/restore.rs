@@ -3,7 +3,7 @@
 //! on its own: one that cannot be used is reported and set aside, and the others are still
 //! undone.
 
-use crate::cli::Failure;
+use crate::failure::Failure;
 use clap::Args;
 use schedkit_linux::journal::{self, RestoreReport, Restored};
 use schedkit_linux::Roots;

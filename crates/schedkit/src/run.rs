@@ -6,12 +6,12 @@
 //! switch and migration counts, perf counters, the longest stall, what exclusive mode moved
 //! and what the kernel refused) follows the table, and goes to `--linux-json FILE`.
 
-use crate::cli::{Failure, ReportArgs, EXIT_BAD_INPUT};
+use crate::failure::{Failure, EXIT_BAD_INPUT};
 use crate::output;
+use crate::output::ReportArgs;
 use clap::{Args, ValueEnum};
-use schedkit_core::report::Metrics;
 use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, Work};
-use schedkit_core::trace::{TraceLog, TraceSink};
+use schedkit_core::trace::TraceLog;
 use schedkit_core::Nanos;
 use schedkit_linux::affinity::CpuSet;
 use schedkit_linux::engine::{self, RunOptions, RunOutcome, RunPolicy};
@@ -34,7 +34,9 @@ impl From<schedkit_linux::Error> for Failure {
         Failure {
             status: match e {
                 schedkit_linux::Error::Input(_) => EXIT_BAD_INPUT,
-                schedkit_linux::Error::Privilege(_) => EXIT_PRIVILEGE,
+                schedkit_linux::Error::Privilege(_) | schedkit_linux::Error::Degraded(_) => {
+                    EXIT_PRIVILEGE
+                }
                 schedkit_linux::Error::Busy(_) => EXIT_BUSY,
                 schedkit_linux::Error::Stale(_) => EXIT_STALE,
                 schedkit_linux::Error::Os { .. } => 1,
@@ -113,6 +115,11 @@ pub struct RunArgs {
     /// horizon, no SIGKILL when schedkit dies); its placement stays as set.
     #[arg(long)]
     pub keep_running: bool,
+    /// Run even where the run cannot do what the scenario asks (fewer CPUs than its
+    /// `cores`, e.g. under `taskset` or a cpuset; real-time tasks without real-time
+    /// priority), and say so in the report; without it such a run exits 3.
+    #[arg(long)]
+    pub allow_degraded: bool,
     /// The command to run (after `--`), e.g. `schedkit run --exclusive -- ./solver input`.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -132,7 +139,9 @@ fn command_scenario(cmd: &[String], policy: PolicyName, horizon: Nanos) -> Scena
         .map_or(cmd[0].clone(), |n| n.to_string_lossy().to_string());
     Scenario {
         file: "command line".into(),
-        cores: schedkit_linux::topo::Topology::host().map_or(1, |t| t.n_cpus()),
+        // A one-liner asks for the CPUs it may use (a `taskset` narrows them, on purpose).
+        cores: schedkit_linux::topo::Topology::host()
+            .map_or(1, |t| schedkit_linux::honest::allowed_cpus(&t.online).len()),
         policy: PolicySpec::new(policy),
         horizon,
         processes: vec![Process {
@@ -191,7 +200,13 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     }
     // Periodic fork-join tasks (seed 001) have their own real engines.
     if !scenario.tasks.is_empty() && !a.exclusive {
-        return crate::taskrun::run_scenario(&scenario, &a.report, !a.no_perf, a.stall_witness);
+        return crate::taskrun::run_scenario(
+            &scenario,
+            &a.report,
+            !a.no_perf,
+            a.stall_witness,
+            a.allow_degraded,
+        );
     }
     if a.stall_witness {
         return Err(bad(
@@ -258,7 +273,9 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     };
     opts.sample = std::time::Duration::from_nanos(sample.0);
     opts.perf = !a.no_perf;
+    opts.allow_degraded = a.allow_degraded;
     let bounded = a.command.is_empty() || horizon.is_some();
+    opts.bounded = bounded;
     let bar = if std::io::stdout().is_terminal() && std::io::stderr().is_terminal() && bounded {
         let b = indicatif::ProgressBar::new(1000);
         b.set_style(
@@ -274,6 +291,7 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     if let Some(b) = bar.clone() {
         opts.progress = Some(Box::new(move |f| b.set_position((f * 1000.0) as u64)));
     }
+    opts.notice = Some(Box::new(|n| eprintln!("schedkit: {n}")));
     let outcome = engine::run(&scenario, opts)?;
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -284,6 +302,13 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     let keep_trace = a.gantt.is_some() || a.trace.is_some();
     let (report, trace) = report_of(&outcome, keep_trace);
     output::emit(&report, &a.report)?;
+    if a.report.json || a.report.csv {
+        // The table lists them after the summary; machine-readable output on stdout keeps
+        // them in the JSON, and a person watching stderr still sees them.
+        for w in &report.warnings {
+            eprintln!("schedkit: warning: {w}");
+        }
+    }
     if !a.report.json && !a.report.csv {
         print!("{}", render_linux(&outcome));
     }
@@ -318,22 +343,10 @@ fn policy_takes_priority(p: &RunPolicy) -> bool {
     )
 }
 
-/// Folds the run's events into the report both engines share.
+/// The report both engines share, with the run's frame and warnings
+/// ([`schedkit_linux::honest::report`]).
 pub fn report_of(o: &RunOutcome, keep_trace: bool) -> (schedkit_core::Report, Option<TraceLog>) {
-    let mut m = Metrics::new(&o.scenario, "run", o.cores);
-    let mut log = TraceLog::default();
-    for e in &o.events {
-        m.record(e);
-        if keep_trace {
-            log.record(e);
-        }
-    }
-    for (p, po) in o.processes.iter().enumerate() {
-        if let Some(w) = po.work_done {
-            m.set_work_done(p, w);
-        }
-    }
-    (m.finish(o.end), keep_trace.then_some(log))
+    schedkit_linux::honest::report(o, keep_trace)
 }
 
 fn counter(po: &schedkit_linux::engine::ProcessOutcome, k: CounterKind) -> Option<u64> {

@@ -1,10 +1,11 @@
 //! `schedkit sim FILE --sweep ...`: the flags, and printing what
 //! `schedkit_experiments::sweep` returns (see there for what a sweep is).
 
-use crate::cli::Failure;
+use crate::failure::Failure;
+use crate::progress::Bar;
 use clap::Args;
 use schedkit_core::scenario::Scenario;
-use schedkit_experiments::sweep::{render, Progress, SweepOptions};
+use schedkit_experiments::sweep::{render, SweepOptions};
 
 /// The sweep options of `schedkit sim`.
 #[derive(Args, Clone, Default)]
@@ -56,12 +57,8 @@ pub fn run(
         .as_deref()
         .map(schedkit_io::shard::Shard::parse)
         .transpose()?;
-    let pb = progress();
-    let doc = schedkit_io::shard::run(&base, &options, shard, &|p| match p {
-        Progress::Start(n) => pb.set_length(n),
-        Progress::SetDone => pb.inc(1),
-        Progress::Finished => pb.finish_and_clear(),
-    })?;
+    let bar = Bar::styled("sweep [{bar:30}] {pos}/{len} task sets {elapsed}<{eta}");
+    let doc = schedkit_io::shard::run(&base, &options, shard, &bar)?;
     if let Some(dir) = parquet {
         crate::io_cmds::write_parquet(dir, &[schedkit_io::tables::sweep_table(&doc.rows)])?;
     }
@@ -71,20 +68,4 @@ pub fn run(
         print!("{}", render(&base, &options, &doc.rows));
         Ok(())
     }
-}
-
-fn progress() -> indicatif::ProgressBar {
-    use std::io::IsTerminal;
-    if !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let pb = indicatif::ProgressBar::new(0);
-    pb.set_style(
-        indicatif::ProgressStyle::with_template(
-            "sweep [{bar:30}] {pos}/{len} task sets {elapsed}<{eta}",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    pb
 }

@@ -15,9 +15,10 @@
 //! on another core; fiber switch-ins), and in the summary those plus the kernel's counts for the
 //! worker threads.
 
-use crate::cli::{Failure, ReportArgs, EXIT_BAD_INPUT};
+use crate::failure::{Failure, EXIT_BAD_INPUT};
 use crate::output;
-use schedkit_core::report::{Metrics, Report};
+use crate::output::ReportArgs;
+use schedkit_core::report::{MeasuredTask, Metrics, Report};
 use schedkit_core::scenario::{PolicyName, Scenario, Task};
 use schedkit_core::trace::{Event, TraceSink};
 use schedkit_core::Nanos;
@@ -83,6 +84,8 @@ pub struct RealRun {
     /// Machine stalls on the run's clock when a stall witness ran (`RealOptions::stall_witness`).
     pub stalls: Option<Vec<Stall>>,
     pub warnings: Vec<String>,
+    /// What the run could not do as the scenario asks and went on with (`--allow-degraded`).
+    pub degraded: Vec<String>,
 }
 
 impl RealRun {
@@ -120,8 +123,35 @@ fn bad(m: impl Into<String>) -> Failure {
     }
 }
 
+/// How many workers the pool gets and whether they run SCHED_FIFO (`None` workers: every
+/// CPU schedkit may use).
+#[derive(Clone, Copy, Debug)]
+pub struct PoolShape {
+    pub workers: Option<usize>,
+    pub realtime: bool,
+}
+
+impl Default for PoolShape {
+    fn default() -> PoolShape {
+        PoolShape {
+            workers: None,
+            realtime: true,
+        }
+    }
+}
+
 /// Runs `tasks` for real under `policy`.
 pub fn run_real(tasks: &[Task], policy: PolicyName, o: &RealOptions) -> Result<RealRun, Failure> {
+    run_real_shaped(tasks, policy, o, PoolShape::default())
+}
+
+/// [`run_real`] with the pool's shape given.
+pub fn run_real_shaped(
+    tasks: &[Task],
+    policy: PolicyName,
+    o: &RealOptions,
+    shape: PoolShape,
+) -> Result<RealRun, Failure> {
     let mode = match policy {
         PolicyName::SchedDeadline => return run_deadline(tasks, o),
         PolicyName::Paws => Mode::Paws,
@@ -134,11 +164,14 @@ pub fn run_real(tasks: &[Task], policy: PolicyName, o: &RealOptions) -> Result<R
             )))
         }
     };
+    let defaults = HarnessOpts::default();
     let opts = HarnessOpts {
         perf: o.perf,
         seed: o.seed,
         stall_witness: o.stall_witness,
-        ..HarnessOpts::default()
+        workers: shape.workers,
+        fifo_priority: defaults.fifo_priority.filter(|_| shape.realtime),
+        ..defaults
     };
     let h = harness::run_taskset(tasks, mode, o.duration, &opts)
         .map_err(|e| Failure::from(anyhow::anyhow!("the {policy} pool: {e}")))?;
@@ -261,58 +294,41 @@ pub fn report_of(scenario: &Scenario, run: &RealRun) -> Report {
     for e in &events {
         m.record(e);
     }
-    let mut r = m.finish(Nanos(end));
-    let np = scenario.processes.len();
-    let capacity = (run.cores as u64 * end.max(1)) as f64;
-    for (k, t) in scenario.tasks.iter().enumerate() {
-        if let Some(row) = r.threads.iter_mut().find(|row| row.name == t.name) {
-            if let Some(cpu) = run.task_cpu[k] {
-                row.cpu_ns = cpu;
-            }
-            row.migrations = run.task_migrations[k];
-            row.context_switches = run.task_switches[k];
-        }
-        // Shares and lag: the ideal is the task's utilisation; a real task run is not sampled
-        // while it runs, so the lag is known at the end only (and |lag| at the end is all
-        // `max_abs_lag_ns` can say). Without a per-task CPU time (the pool measures per
-        // worker), CPU, share and lag stay as the events give them: unmeasured, zero.
-        if let (Some(p), Some(cpu)) = (r.processes.get_mut(np + k), run.task_cpu[k]) {
-            p.cpu_ns = cpu;
-            p.share = cpu as f64 / capacity;
-            p.lag_ns = (p.ideal_share * capacity - cpu as f64).round() as i64;
-            p.max_abs_lag_ns = p.lag_ns.unsigned_abs();
-        }
+    for k in 0..scenario.tasks.len() {
+        m.measured_task(
+            k,
+            MeasuredTask {
+                cpu_ns: run.task_cpu[k],
+                migrations: run.task_migrations[k],
+                context_switches: run.task_switches[k],
+            },
+        );
     }
-    if run.task_cpu.iter().all(Option::is_some) {
-        let cpu: u64 = run.task_cpu.iter().flatten().sum();
-        r.summary.utilisation = cpu as f64 / capacity;
-        r.summary.max_abs_lag_ns = r
-            .processes
-            .iter()
-            .map(|p| p.max_abs_lag_ns)
-            .max()
-            .unwrap_or(0);
-    } else {
-        r.summary.max_abs_lag_ns = 0;
-        for p in r.processes.iter_mut().skip(np) {
-            (p.lag_ns, p.max_abs_lag_ns) = (0, 0);
-        }
-    }
+    // The summary counts: per task (the pool's user-level counts, or the kernel's for the
+    // task's threads under sched-deadline), plus for the pool the kernel's counts of its
+    // worker threads (render_extra says whose counts they are).
     let pool = run.user_switches.is_some();
-    let tasks_sw: u64 = run.task_switches.iter().sum();
-    let tasks_mig: u64 = run.task_migrations.iter().sum();
-    r.summary.context_switches = tasks_sw
-        + if pool {
-            run.kernel_switches.unwrap_or(0)
-        } else {
-            0
-        };
-    r.summary.migrations = tasks_mig
-        + if pool {
-            run.kernel_migrations.unwrap_or(0)
-        } else {
-            0
-        };
+    let kernel = |v: Option<u64>| if pool { v.unwrap_or(0) } else { 0 };
+    m.measured_totals(
+        run.task_switches.iter().sum::<u64>() + kernel(run.kernel_switches),
+        run.task_migrations.iter().sum::<u64>() + kernel(run.kernel_migrations),
+    );
+    let mut r = m.finish(Nanos(end));
+    r.cpus = Some(format!("{} worker(s)", run.cores));
+    r.warnings = run
+        .degraded
+        .iter()
+        .map(|d| format!("degraded (--allow-degraded): {d}"))
+        .collect();
+    let horizon = run.window_ns;
+    if end > horizon + (horizon / 50).max(20_000_000) {
+        r.warnings.push(format!(
+            "the horizon ran over: asked {}, the last job finished at {} (+{:.1} %)",
+            Nanos(horizon),
+            Nanos(end),
+            100.0 * (end - horizon) as f64 / horizon.max(1) as f64
+        ));
+    }
     r
 }
 
@@ -369,10 +385,54 @@ pub fn render_extra(policy: PolicyName, run: &RealRun) -> String {
         out +=
             "cpu ms per task: not measured (the pool accounts CPU time per worker, not per task)\n";
     }
-    for w in &run.warnings {
+    out += &group_warnings(&run.warnings);
+    out
+}
+
+/// The run's warnings, one line each, except that refused perf counters (one per thread and
+/// counter) become a single line.
+fn group_warnings(warnings: &[String]) -> String {
+    let (perf, other): (Vec<&String>, Vec<&String>) = warnings
+        .iter()
+        .partition(|w| w.contains("perf_event_open") && w.contains("refused"));
+    let mut out = String::new();
+    if !perf.is_empty() {
+        out += &format!(
+            "warning: {} perf counter(s) of the pool's threads refused: run as root or lower \
+             /proc/sys/kernel/perf_event_paranoid\n",
+            perf.len()
+        );
+    }
+    for w in other {
         out += &format!("warning: {w}\n");
     }
     out
+}
+
+/// The pool a `[[task]]` scenario asks for on this machine: the scenario's `cores` as
+/// workers at SCHED_FIFO, and what of it cannot be had (fewer CPUs, no real-time priority).
+fn pool_shape(scenario: &Scenario) -> Result<(PoolShape, Vec<String>), Failure> {
+    let topo = schedkit_linux::topo::Topology::host()?;
+    let allowed = schedkit_linux::honest::allowed_cpus(&topo.online);
+    let mut degraded = Vec::new();
+    if let Some(w) = schedkit_linux::honest::fewer_cpus(scenario.cores, &topo.online, &allowed) {
+        degraded.push(w);
+    }
+    let privs = schedkit_linux::privilege::Privileges::current();
+    let realtime = privs.root || privs.sys_nice;
+    if !realtime && scenario.policy.name != PolicyName::SchedDeadline {
+        degraded.push(format!(
+            "the {} pool's workers need SCHED_FIFO to preempt everything else on their CPUs, \
+             which needs root or CAP_SYS_NICE (they would run SCHED_OTHER, sharing their \
+             CPUs with every other process)",
+            scenario.policy.name
+        ));
+    }
+    let shape = PoolShape {
+        workers: Some(scenario.cores.min(allowed.len()).max(1)),
+        realtime,
+    };
+    Ok((shape, degraded))
 }
 
 /// `schedkit run FILE` on a scenario with `[[task]]` entries.
@@ -381,6 +441,7 @@ pub fn run_scenario(
     report: &ReportArgs,
     perf: bool,
     stall_witness: bool,
+    allow_degraded: bool,
 ) -> Result<(), Failure> {
     if let Some(p) = scenario.processes.first() {
         return Err(bad(format!(
@@ -416,7 +477,19 @@ pub fn run_scenario(
                 .into(),
         });
     }
-    let run = run_real(
+    let (shape, degraded) = pool_shape(scenario)?;
+    if !degraded.is_empty() && !allow_degraded {
+        return Err(Failure {
+            status: crate::run::EXIT_PRIVILEGE,
+            message: format!(
+                "{}: this run cannot do what the scenario asks: {}; pass --allow-degraded to \
+                 run anyway and say so in the report",
+                scenario.file,
+                degraded.join("; ")
+            ),
+        });
+    }
+    let mut run = run_real_shaped(
         &scenario.tasks,
         scenario.policy.name,
         &RealOptions {
@@ -425,7 +498,9 @@ pub fn run_scenario(
             seed: scenario.policy.seed,
             stall_witness,
         },
+        shape,
     )?;
+    run.degraded = degraded;
     let r = report_of(scenario, &run);
     output::emit(&r, report)?;
     if !report.json && !report.csv {

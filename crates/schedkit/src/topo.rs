@@ -1,6 +1,6 @@
 //! `schedkit topo`: the machine's topology (sysfs) as a table or JSON.
 
-use crate::cli::Failure;
+use crate::failure::Failure;
 use crate::output::table;
 use clap::Args;
 

@@ -249,8 +249,9 @@ impl Shared {
             Unit::Job(m) => Some(m.clone()),
             _ => None,
         };
-        let n = st.sched.ready(it);
-        self.apply(st, n);
+        for n in st.sched.ready_all(it) {
+            self.apply(st, n);
+        }
         if let Some(m) = job {
             self.mark_preempting(st, &m);
         }
@@ -383,18 +384,8 @@ impl RtPool {
         for _ in 0..=n {
             let _ = rx.recv();
         }
-        let w = shared.warnings.lock();
-        if let Some(first) = w.first() {
-            eprintln!(
-                "schedkit-runtime: warning: paws pool: {first}{}",
-                if w.len() > 1 {
-                    format!(" (and {} more, see RtReport::warnings)", w.len() - 1)
-                } else {
-                    String::new()
-                }
-            );
-        }
-        drop(w);
+        // The workers' warnings reach the caller in `RtReport::warnings`: a library does not
+        // print.
         Ok(RtPool {
             shared,
             threads,

@@ -5,6 +5,7 @@
 pub mod cfs;
 pub mod dm;
 pub mod edf;
+pub mod eevdf;
 pub mod fcfs;
 pub mod gang;
 pub mod lottery;
@@ -42,6 +43,7 @@ pub const SIM_POLICIES: &[PolicyName] = &[
     PolicyName::Stride,
     PolicyName::Mlfq,
     PolicyName::Cfs,
+    PolicyName::Eevdf,
     PolicyName::Pfs,
     PolicyName::Tfps,
     PolicyName::Twrs,
@@ -57,13 +59,59 @@ pub const SIM_POLICIES: &[PolicyName] = &[
     PolicyName::Gang,
 ];
 
+/// The variable that overrides the kernel release `policy = "default"` is modelled for
+/// (e.g. `6.5`): the golden outputs pin it, so they do not depend on the machine.
+pub const KERNEL_ENV: &str = "SCHEDKIT_SIM_KERNEL";
+
+/// The kernel release `schedkit run` would meet: `SCHEDKIT_SIM_KERNEL` if set, else this
+/// machine's (`/proc/sys/kernel/osrelease`, what `uname -r` prints); `None` if neither is
+/// readable.
+pub fn kernel_release() -> Option<String> {
+    std::env::var(KERNEL_ENV)
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/osrelease").ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// The model of a kernel release's fair class: `eevdf` from Linux 6.6 on, `cfs` before. An
+/// unreadable release is taken as current (`eevdf`).
+pub fn model_of_release(release: Option<&str>) -> PolicyName {
+    let version = release.and_then(|r| {
+        let mut it = r.split(|c: char| !c.is_ascii_digit());
+        Some((
+            it.next()?.parse::<u32>().ok()?,
+            it.next()?.parse::<u32>().ok()?,
+        ))
+    });
+    match version {
+        Some(v) if v < (6, 6) => PolicyName::Cfs,
+        _ => PolicyName::Eevdf,
+    }
+}
+
+/// What `policy = "default"` means in the simulator, as the report names it: the model and
+/// the release it stands for, e.g. `default (eevdf, Linux 6.18)`.
+pub fn default_label() -> String {
+    let release = kernel_release();
+    let model = model_of_release(release.as_deref());
+    let short = release.as_deref().map_or("unknown".to_string(), |r| {
+        r.split('.').take(2).collect::<Vec<_>>().join(".")
+    });
+    format!("default ({model}, Linux {short})")
+}
+
 /// Builds the policy named in the scenario, or a located error if the simulator lacks it.
 pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
     let plain = |d: Box<dyn Dispatcher>| Policy {
         dispatcher: d,
         controller: None,
     };
-    Ok(match scenario.policy.name {
+    let name = match scenario.policy.name {
+        PolicyName::Default => model_of_release(kernel_release().as_deref()),
+        n => n,
+    };
+    Ok(match name {
         PolicyName::Fcfs => plain(Box::new(Keyed::new(fcfs::Fcfs))),
         PolicyName::Sjf => plain(Box::new(Keyed::new(sjf::Sjf))),
         PolicyName::Srtf => plain(Box::new(Keyed::new(srtf::Srtf))),
@@ -83,6 +131,10 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
             dispatcher: Box::new(cfs::Cfs::new(&scenario.policy, scenario.cores)),
             controller: schedkit_core::controllers::build(scenario),
         },
+        PolicyName::Eevdf => plain(Box::new(eevdf::Eevdf::new(
+            &scenario.policy,
+            scenario.cores,
+        ))),
         PolicyName::Dm => plain(Box::new(Keyed::new(dm::Dm))),
         PolicyName::Pedf => plain(Box::new(pedf::build(scenario)?)),
         PolicyName::Paws => plain(Box::new(paws::Paws::build(scenario)?)),
@@ -105,6 +157,13 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
                     "policy \"gang\" schedules [[process]] jobs; [[task]] entries are not supported",
                 ));
             }
+            // Its controller stops and resumes whole processes, which a thread's own sleeps
+            // would contradict.
+            if scenario.processes.iter().any(|p| p.pattern.is_some()) {
+                return Err(
+                    scenario.policy_error("policy \"gang\" does not run threads with a `pattern`")
+                );
+            }
             Policy {
                 dispatcher: Box::new(gang::GangDispatch::new(scenario.cores)),
                 controller: schedkit_core::controllers::build(scenario),
@@ -121,4 +180,24 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
             )))
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_follows_the_kernel_release() {
+        for (release, want) in [
+            (Some("6.18.44-fc-v782"), PolicyName::Eevdf),
+            (Some("6.6.0"), PolicyName::Eevdf),
+            (Some("6.5.13-generic"), PolicyName::Cfs),
+            (Some("5.15.0-91-generic"), PolicyName::Cfs),
+            (Some("7.0"), PolicyName::Eevdf),
+            (Some("garbage"), PolicyName::Eevdf),
+            (None, PolicyName::Eevdf),
+        ] {
+            assert_eq!(model_of_release(release), want, "{release:?}");
+        }
+    }
 }

@@ -32,8 +32,13 @@
 //!   (**rule F**: a stolen thread preempted is not returned to a deque).
 //! - A job's continuation after a join (its next sequential region) is the job again: it goes
 //!   to the global queue (the paper's master thread is woken, it is not a spawned thread), and
-//!   may preempt as above. The runtime pool's dispatcher makes the same decisions
-//!   (`crates/schedkit/tests/paws_agree.rs` checks a one-core scenario dispatch by dispatch).
+//!   may preempt as above.
+//!
+//! The decisions are not written here: they are `schedkit_policy::paws::Sched`, the state
+//! machine the runtime pool runs, in mode `Paws`. This file only translates the engine's hooks
+//! (an instant's releases are one `settle` batch, decided in `preempt`) and draws victims from
+//! a seeded ChaCha8. `tests/policy_agree.rs` runs the runtime's driver and this dispatcher on
+//! random task sets and requires the same decisions.
 //!
 //! Invariants: every ready thread is in exactly one place (global queue, one local deque, or
 //! directly assigned to a core for this instant); an idle core always finds work if any is
@@ -46,51 +51,20 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use schedkit_core::scenario::{Scenario, ScenarioError};
 use schedkit_core::trace::{Owner, Slot};
-use schedkit_core::Nanos;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use schedkit_policy::paws::{Item, Kind, Mode, Notify, Sched, Source, Victims};
 
-/// Where a queued or running thread belongs when it is preempted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Origin {
-    /// A job (or job-like entry) of the global queue: back to the global queue (i).
-    Job,
-    /// A thread spawned on this core: back to its deque there (ii).
-    Local(usize),
-    /// A thread stolen from another core: to the global queue (iii, rule F).
-    Stolen,
+/// Rule E's victim choice in the simulator: uniform from `[policy] seed`.
+pub struct ChaChaVictims(ChaCha8Rng);
+
+impl ChaChaVictims {
+    pub fn new(seed: u64) -> ChaChaVictims {
+        ChaChaVictims(ChaCha8Rng::seed_from_u64(seed))
+    }
 }
 
-/// One core's local priority queue of deques (rule C).
-#[derive(Default)]
-struct LocalQueue {
-    deques: BTreeMap<Nanos, VecDeque<Slot>>,
-    len: usize,
-}
-
-impl LocalQueue {
-    fn push_bottom(&mut self, deadline: Nanos, slot: Slot) {
-        self.deques.entry(deadline).or_default().push_back(slot);
-        self.len += 1;
-    }
-    /// The bottom of the highest-priority deque (the owner's end).
-    fn pop_bottom(&mut self) -> Option<Slot> {
-        let mut e = self.deques.first_entry()?;
-        let s = e.get_mut().pop_back().expect("empty deques are removed");
-        if e.get().is_empty() {
-            e.remove();
-        }
-        self.len -= 1;
-        Some(s)
-    }
-    /// The top of the highest-priority deque (the thieves' end).
-    fn pop_top(&mut self) -> Option<Slot> {
-        let mut e = self.deques.first_entry()?;
-        let s = e.get_mut().pop_front().expect("empty deques are removed");
-        if e.get().is_empty() {
-            e.remove();
-        }
-        self.len -= 1;
-        Some(s)
+impl Victims for ChaChaVictims {
+    fn choose(&mut self, n: usize) -> usize {
+        self.0.gen_range(0..n)
     }
 }
 
@@ -103,21 +77,93 @@ pub struct PawsCounters {
     pub release_preemptions: u64,
 }
 
+/// The engine's side of the shared state machine, for `paws` and `ws`: the entry each core
+/// runs (handed back on a preemption) and the counters.
+pub(crate) struct Driver {
+    pub sched: Sched<Slot, ChaChaVictims>,
+    on_core: Vec<Option<Item<Slot>>>,
+    notes: Vec<Notify>,
+    pub counters: PawsCounters,
+}
+
+impl Driver {
+    pub fn new(mode: Mode, cores: usize, seed: u64) -> Driver {
+        Driver {
+            sched: Sched::with_victims(mode, cores, ChaChaVictims::new(seed)),
+            on_core: vec![None; cores],
+            notes: Vec::new(),
+            counters: PawsCounters::default(),
+        }
+    }
+
+    /// Queues `slot` for `why`; `ready` says whether a new job takes part in the next settle
+    /// (may be handed to a core or preempt) rather than waiting for rule D.
+    pub fn enqueue(&mut self, ctx: &Ctx, slot: Slot, why: Enqueue, ready: bool) {
+        let t = ctx.thread(slot);
+        let kind = if t.par { Kind::Thread } else { Kind::Job };
+        let it = self.sched.item(t.deadline.0, kind, slot);
+        match (why, t.par, t.last_core) {
+            // Rule B: spawned on the core running the job.
+            (Enqueue::New, true, Some(core)) => self.sched.spawn_one(core, it),
+            (Enqueue::New, ..) if ready && matches!(t.owner, Owner::Task { .. }) => {
+                self.sched.defer_ready(it)
+            }
+            (Enqueue::New | Enqueue::Woken, ..) => self.sched.push_queued(it),
+            // (i)-(iii): the core it ran on (set at dispatch) puts it back.
+            (Enqueue::Expired | Enqueue::Preempted, ..) => {
+                let core = t.last_core.expect("a preempted thread ran somewhere");
+                let it = self.on_core[core].take().unwrap_or(it);
+                self.sched.preempted(core, it);
+            }
+        }
+    }
+
+    pub fn pick_next(&mut self, core: usize) -> Option<Slot> {
+        // The engine asks only idle cores: whatever ran here has finished.
+        self.sched.stopped(core);
+        let (it, source) = self.sched.pick_from(core)?;
+        match source {
+            Source::Local => self.counters.local_picks += 1,
+            Source::Global | Source::Free => self.counters.global_picks += 1,
+            Source::Stolen => self.counters.steals += 1,
+            Source::Preempting => {}
+        }
+        self.on_core[core] = Some(it);
+        Some(it.payload)
+    }
+
+    /// Decides the instant's batch of ready jobs; the cores to preempt go to `out`.
+    pub fn settle(&mut self, ctx: &Ctx, out: &mut Vec<usize>) {
+        if !self.sched.has_fresh() {
+            return;
+        }
+        // Threads that finished this instant left their cores without a hook.
+        for (c, r) in ctx.running.iter().enumerate() {
+            if r.is_none() && self.sched.running(c).is_some() {
+                self.sched.stopped(c);
+                self.on_core[c] = None;
+            }
+        }
+        let mut notes = std::mem::take(&mut self.notes);
+        notes.clear();
+        self.sched.settle(&mut notes);
+        for n in &notes {
+            if let Notify::Preempt(c) = *n {
+                self.counters.release_preemptions += 1;
+                out.push(c);
+            }
+        }
+        self.notes = notes;
+    }
+
+    pub fn remove(&mut self, slot: Slot) {
+        self.sched.remove_where(|&s| s == slot);
+    }
+}
+
 /// The PAWS dispatcher.
 pub struct Paws {
-    global: BTreeSet<(Nanos, u64, Slot)>,
-    /// Global-queue key of each queued slot (for removal).
-    global_key: Vec<Option<(Nanos, u64)>>,
-    local: Vec<LocalQueue>,
-    origin: Vec<Origin>,
-    /// Released jobs dispatched directly on a core this instant.
-    assigned: Vec<Option<Slot>>,
-    /// Jobs that became ready in the current batch (released or resumed after a join).
-    released: Vec<Slot>,
-    ticket: u64,
-    rng: ChaCha8Rng,
-    victims: Vec<usize>,
-    pub counters: PawsCounters,
+    driver: Driver,
 }
 
 /// Rejects what PAWS cannot honour: pinned tasks or processes.
@@ -152,16 +198,7 @@ pub(crate) fn reject_affinity(name: &str, scenario: &Scenario) -> Result<(), Sce
 impl Paws {
     pub fn new(cores: usize, seed: u64) -> Paws {
         Paws {
-            global: BTreeSet::new(),
-            global_key: Vec::new(),
-            local: (0..cores).map(|_| LocalQueue::default()).collect(),
-            origin: Vec::new(),
-            assigned: vec![None; cores],
-            released: Vec::new(),
-            ticket: 0,
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            victims: Vec::new(),
-            counters: PawsCounters::default(),
+            driver: Driver::new(Mode::Paws, cores, seed),
         }
     }
 
@@ -171,26 +208,8 @@ impl Paws {
         Ok(Paws::new(scenario.cores, scenario.policy.seed))
     }
 
-    fn grow(&mut self, slot: Slot) {
-        let i = slot as usize;
-        if self.origin.len() <= i {
-            self.origin.resize(i + 1, Origin::Job);
-            self.global_key.resize(i + 1, None);
-        }
-    }
-
-    fn push_global(&mut self, deadline: Nanos, slot: Slot) {
-        self.ticket += 1;
-        self.global.insert((deadline, self.ticket, slot));
-        self.global_key[slot as usize] = Some((deadline, self.ticket));
-        self.origin[slot as usize] = Origin::Job;
-    }
-
-    fn take_global(&mut self, slot: Slot) -> bool {
-        match self.global_key[slot as usize].take() {
-            Some((d, t)) => self.global.remove(&(d, t, slot)),
-            None => false,
-        }
+    pub fn counters(&self) -> PawsCounters {
+        self.driver.counters
     }
 }
 
@@ -200,61 +219,11 @@ impl Dispatcher for Paws {
     }
 
     fn enqueue(&mut self, ctx: &Ctx, slot: Slot, why: Enqueue) {
-        self.grow(slot);
-        let t = ctx.thread(slot);
-        let deadline = t.deadline;
-        match why {
-            Enqueue::New => match (t.par, t.last_core) {
-                // Rule B: spawned on the core running the job.
-                (true, Some(core)) => {
-                    self.local[core].push_bottom(deadline, slot);
-                    self.origin[slot as usize] = Origin::Local(core);
-                }
-                (_, at) => {
-                    self.push_global(deadline, slot);
-                    // A job released or resumed after its join (not a process thread: with
-                    // no deadline it could never preempt anyway).
-                    if (at.is_none() || !t.par) && matches!(t.owner, Owner::Task { .. }) {
-                        self.released.push(slot);
-                    }
-                }
-            },
-            // (i)-(iii).
-            _ => match self.origin[slot as usize] {
-                Origin::Local(core) => self.local[core].push_bottom(deadline, slot),
-                Origin::Job | Origin::Stolen => self.push_global(deadline, slot),
-            },
-        }
+        self.driver.enqueue(ctx, slot, why, true);
     }
 
-    fn pick_next(&mut self, ctx: &Ctx, core: usize) -> Option<Slot> {
-        if let Some(s) = self.assigned[core].take() {
-            return Some(s);
-        }
-        // Rule C.
-        if let Some(s) = self.local[core].pop_bottom() {
-            self.counters.local_picks += 1;
-            return Some(s);
-        }
-        // Rule D.
-        if let Some(&(d, t, s)) = self.global.first() {
-            self.global.remove(&(d, t, s));
-            self.global_key[s as usize] = None;
-            self.counters.global_picks += 1;
-            return Some(s);
-        }
-        // Rule E.
-        self.victims.clear();
-        self.victims
-            .extend((0..ctx.cores).filter(|&c| c != core && self.local[c].len > 0));
-        if self.victims.is_empty() {
-            return None;
-        }
-        let v = self.victims[self.rng.gen_range(0..self.victims.len())];
-        let s = self.local[v].pop_top().expect("victim has work");
-        self.origin[s as usize] = Origin::Stolen;
-        self.counters.steals += 1;
-        Some(s)
+    fn pick_next(&mut self, _ctx: &Ctx, core: usize) -> Option<Slot> {
+        self.driver.pick_next(core)
     }
 
     fn charge_before_preempt(&self) -> bool {
@@ -262,62 +231,16 @@ impl Dispatcher for Paws {
     }
 
     fn preempt(&mut self, ctx: &Ctx, out: &mut Vec<usize>) {
-        if self.released.is_empty() {
-            return;
-        }
-        let mut released = std::mem::take(&mut self.released);
-        // Cores that will take from the global queue this instant: idle, nothing local.
-        let free = (0..ctx.cores)
-            .filter(|&c| ctx.running[c].is_none() && self.local[c].len == 0)
-            .count();
-        // Ready jobs that the free cores will not take (they take the global queue's first
-        // `free` entries in order) may preempt: the running thread of a core, or the best
-        // local thread of a core about to pick it (rule C), `running` telling which.
-        let mut busy: Vec<(Nanos, usize, bool)> = (0..ctx.cores)
-            .filter_map(|c| match ctx.running[c] {
-                Some(s) => Some((ctx.thread(s).deadline, c, true)),
-                None if self.assigned[c].is_none() => {
-                    self.local[c].deques.keys().next().map(|&d| (d, c, false))
-                }
-                None => None,
-            })
-            .collect();
-        let waiting: Vec<(Nanos, u64, Slot)> = self.global.iter().skip(free).copied().collect();
-        released.sort_unstable();
-        for (deadline, _, slot) in waiting {
-            if released.binary_search(&slot).is_err() {
-                continue;
-            }
-            // The latest deadline running, the lowest core on a tie.
-            let Some(i) =
-                (0..busy.len()).max_by_key(|&i| (busy[i].0, std::cmp::Reverse(busy[i].1)))
-            else {
-                break;
-            };
-            if busy[i].0 <= deadline {
-                break;
-            }
-            let (_, core, running) = busy.swap_remove(i);
-            self.take_global(slot);
-            self.assigned[core] = Some(slot);
-            if running {
-                self.counters.release_preemptions += 1;
-                out.push(core);
-            }
-        }
-        released.clear();
-        self.released = released;
+        self.driver.settle(ctx, out);
     }
 
     fn remove(&mut self, _ctx: &Ctx, slot: Slot) {
-        // Only blocked or stopped threads are removed; task threads never block. Processes
-        // (the only threads a controller could stop) live in the global queue.
-        self.grow(slot);
-        self.take_global(slot);
+        // Only blocked or stopped threads are removed; task threads never block.
+        self.driver.remove(slot);
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let c = self.counters;
+        let c = self.driver.counters;
         vec![
             ("steals", c.steals),
             ("local_picks", c.local_picks),

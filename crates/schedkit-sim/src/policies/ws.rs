@@ -15,41 +15,25 @@
 //! deadline. That is exactly the unbounded response time seed 001 section 3 warns about.
 //! Ties: FIFO in the injector, LIFO at a deque's bottom. Work-conserving. Affinities (`cpus`)
 //! are rejected. Counters: steals.
+//!
+//! The decisions are `schedkit_policy::paws::Sched` in mode `Ws` (the runtime pool's `ws`),
+//! driven through the same adapter as `paws` (`policies/paws.rs`); its global queue is the
+//! injector.
 
-use crate::policies::paws::reject_affinity;
+use crate::policies::paws::{reject_affinity, Driver};
 use crate::policy::{Ctx, Dispatcher, Enqueue};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use schedkit_core::scenario::{Scenario, ScenarioError};
 use schedkit_core::trace::Slot;
-use std::collections::VecDeque;
-
-/// Where a queued thread is, for `remove`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Place {
-    None,
-    Injector,
-    Deque(usize),
-}
+use schedkit_policy::paws::Mode;
 
 pub struct Ws {
-    injector: VecDeque<Slot>,
-    deques: Vec<VecDeque<Slot>>,
-    place: Vec<Place>,
-    rng: ChaCha8Rng,
-    victims: Vec<usize>,
-    steals: u64,
+    driver: Driver,
 }
 
 impl Ws {
     pub fn new(cores: usize, seed: u64) -> Ws {
         Ws {
-            injector: VecDeque::new(),
-            deques: vec![VecDeque::new(); cores],
-            place: Vec::new(),
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            victims: Vec::new(),
-            steals: 0,
+            driver: Driver::new(Mode::Ws, cores, seed),
         }
     }
 
@@ -57,14 +41,6 @@ impl Ws {
     pub fn build(scenario: &Scenario) -> Result<Ws, ScenarioError> {
         reject_affinity("ws", scenario)?;
         Ok(Ws::new(scenario.cores, scenario.policy.seed))
-    }
-
-    fn set(&mut self, slot: Slot, p: Place) {
-        let i = slot as usize;
-        if self.place.len() <= i {
-            self.place.resize(i + 1, Place::None);
-        }
-        self.place[i] = p;
     }
 }
 
@@ -74,38 +50,12 @@ impl Dispatcher for Ws {
     }
 
     fn enqueue(&mut self, ctx: &Ctx, slot: Slot, why: Enqueue) {
-        let t = ctx.thread(slot);
-        match (why, t.par, t.last_core) {
-            (Enqueue::New, true, Some(core)) => {
-                self.deques[core].push_back(slot);
-                self.set(slot, Place::Deque(core));
-            }
-            // Never preempted (no priorities, no slices); a woken thread rejoins the injector.
-            _ => {
-                self.injector.push_back(slot);
-                self.set(slot, Place::Injector);
-            }
-        }
+        // Nothing preempts: released jobs wait in the injector for a core's rule D.
+        self.driver.enqueue(ctx, slot, why, false);
     }
 
-    fn pick_next(&mut self, ctx: &Ctx, core: usize) -> Option<Slot> {
-        let s = if let Some(s) = self.deques[core].pop_back() {
-            s
-        } else if let Some(s) = self.injector.pop_front() {
-            s
-        } else {
-            self.victims.clear();
-            self.victims
-                .extend((0..ctx.cores).filter(|&c| c != core && !self.deques[c].is_empty()));
-            if self.victims.is_empty() {
-                return None;
-            }
-            let v = self.victims[self.rng.gen_range(0..self.victims.len())];
-            self.steals += 1;
-            self.deques[v].pop_front().expect("victim has work")
-        };
-        self.set(s, Place::None);
-        Some(s)
+    fn pick_next(&mut self, _ctx: &Ctx, core: usize) -> Option<Slot> {
+        self.driver.pick_next(core)
     }
 
     fn charge_before_preempt(&self) -> bool {
@@ -113,23 +63,10 @@ impl Dispatcher for Ws {
     }
 
     fn remove(&mut self, _ctx: &Ctx, slot: Slot) {
-        let q = match self
-            .place
-            .get(slot as usize)
-            .copied()
-            .unwrap_or(Place::None)
-        {
-            Place::None => return,
-            Place::Injector => &mut self.injector,
-            Place::Deque(c) => &mut self.deques[c],
-        };
-        if let Some(i) = q.iter().position(|&s| s == slot) {
-            q.remove(i);
-        }
-        self.set(slot, Place::None);
+        self.driver.remove(slot);
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        vec![("steals", self.steals)]
+        vec![("steals", self.driver.counters.steals)]
     }
 }

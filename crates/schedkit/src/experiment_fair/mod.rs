@@ -32,7 +32,7 @@
 //! time is exact at sample instants; inside an interval the engine spreads it evenly, so the
 //! real lag is accurate to about one sample period of one thread's CPU time.
 
-use crate::cli::{Failure, EXIT_BAD_INPUT};
+use crate::failure::{Failure, EXIT_BAD_INPUT};
 use crate::output;
 use clap::Args;
 use schedkit_core::report::Report;

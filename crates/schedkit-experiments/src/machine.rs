@@ -1,0 +1,73 @@
+//! What an experiment needs from the machine it runs on, beyond the library: the real engine
+//! and this program's own executable for helper processes (spinners, hogs, the `ctl` client).
+//! The binary implements [`Machine`]; the experiments take it as `&dyn Machine`, so they run
+//! from other Rust code too, and tests can stand in for the real engine.
+
+use crate::Error;
+use schedkit_core::scenario::{PolicyName, Scenario, Task};
+use schedkit_linux::engine::{RunOptions, RunOutcome};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The real engine and the helper executable.
+pub trait Machine: Sync {
+    /// Runs `scenario` on this machine's cores (`schedkit run`'s engine). An interrupted run
+    /// is returned as [`Error::Interrupted`].
+    fn run(&self, scenario: &Scenario, options: RunOptions) -> Result<RunOutcome, Error>;
+
+    /// The executable that serves the experiments' hidden helper flags (`--hog`, `--spin`,
+    /// `ctl`): the `schedkit` binary itself.
+    fn helper_exe(&self) -> Result<PathBuf, Error>;
+
+    /// Runs a periodic task set on every CPU of this machine under `policy` (one of the
+    /// real task-set policies: `sched-deadline`, or `paws`, `gedf`, `ws` on the runtime's
+    /// real-time pool), as `schedkit run` runs a `[[task]]` scenario. A set the kernel's
+    /// admission control refuses is bad input ([`Error::is_bad_input`]).
+    fn run_tasks(
+        &self,
+        tasks: &[Task],
+        policy: PolicyName,
+        options: &TaskRunOptions,
+    ) -> Result<TaskRun, Error>;
+}
+
+/// Options of a real task-set run ([`Machine::run_tasks`]).
+#[derive(Clone, Debug)]
+pub struct TaskRunOptions {
+    /// How long jobs are released; the run then waits for the released jobs.
+    pub duration: Duration,
+    /// Read the kernel's migration and context-switch counts (perf).
+    pub perf: bool,
+    /// Victim-choice seed of the pool (rule E).
+    pub seed: u64,
+    /// Run a stall witness beside the set (`schedkit_linux::stall`): its wake-ups count in
+    /// the kernel context switches of whatever it preempts.
+    pub stall_witness: bool,
+}
+
+/// What a real task-set run measured ([`Machine::run_tasks`]).
+#[derive(Clone, Debug, Default)]
+pub struct TaskRun {
+    /// Jobs released, and those that finished after their deadline.
+    pub jobs: u64,
+    pub misses: u64,
+    /// Kernel counts of every thread that ran the work (`None`: perf refused).
+    pub kernel_migrations: Option<u64>,
+    pub kernel_switches: Option<u64>,
+    /// The pool's own counts (`None` for sched-deadline, which has no user-level scheduler).
+    pub user_migrations: Option<u64>,
+    pub user_switches: Option<u64>,
+    pub steals: Option<u64>,
+    /// Every job's response time (release to finish), ns.
+    pub responses: Vec<u64>,
+    /// Release to first instruction of each preempting job (pool only), ns.
+    pub preemption_latency: Vec<u64>,
+    /// The same preemptions split into stages (timer, request, reach, pick, switch), ns.
+    pub preemption_stages: Vec<[u64; 5]>,
+    /// With a stall witness: the misses its stalls do not explain, and how late it woke in
+    /// each stall (ns).
+    pub unexplained_misses: Option<u64>,
+    pub stall_lateness: Vec<u64>,
+    /// What the run warns about (perf refused, a horizon overrun).
+    pub warnings: Vec<String>,
+}

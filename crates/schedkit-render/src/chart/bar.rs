@@ -1,0 +1,215 @@
+//! Grouped bar charts, with optional error whiskers and marks.
+
+use super::*;
+
+/// One series of a grouped bar chart: a value per category, optional (low, high) bounds.
+#[derive(Clone, Debug)]
+pub struct BarSeries {
+    pub name: String,
+    pub values: Vec<f64>,
+    pub errors: Option<Vec<(f64, f64)>>,
+    /// A reference value per bar (e.g. the GPS share of that run), drawn as a black tick
+    /// across the bar; named in the legend by [`BarChart::marks_label`].
+    pub marks: Option<Vec<f64>>,
+}
+
+impl BarSeries {
+    pub fn new(name: &str, values: Vec<f64>) -> BarSeries {
+        BarSeries {
+            name: name.to_string(),
+            values,
+            errors: None,
+            marks: None,
+        }
+    }
+
+    /// Adds a reference mark per bar.
+    pub fn with_marks(mut self, marks: Vec<f64>) -> BarSeries {
+        assert_eq!(marks.len(), self.values.len(), "one mark per bar");
+        self.marks = Some(marks);
+        self
+    }
+
+    pub fn with_errors(mut self, errors: Vec<(f64, f64)>) -> BarSeries {
+        assert_eq!(errors.len(), self.values.len(), "one error bound per bar");
+        self.errors = Some(errors);
+        self
+    }
+}
+
+/// Vertical bars grouped by category: one bar per series in each category.
+pub struct BarChart {
+    pub title: String,
+    /// What the categories are ("process"); shown under the category labels.
+    pub x_label: String,
+    pub y: Axis,
+    pub categories: Vec<String>,
+    pub series: Vec<BarSeries>,
+    /// Optional reference marks per category (e.g. the GPS share), drawn as a black tick
+    /// across the group and listed in the legend under this name.
+    pub reference: Option<(String, Vec<f64>)>,
+    /// Legend name of the per-bar marks of the series (see [`BarSeries::with_marks`]).
+    pub marks_label: String,
+}
+
+impl BarChart {
+    pub fn new(title: &str, x_label: &str, y: Axis, categories: Vec<String>) -> BarChart {
+        BarChart {
+            title: title.to_string(),
+            x_label: x_label.to_string(),
+            y,
+            categories,
+            series: Vec::new(),
+            reference: None,
+            marks_label: "reference".into(),
+        }
+    }
+
+    pub fn series(&mut self, s: BarSeries) -> &mut Self {
+        assert_eq!(
+            s.values.len(),
+            self.categories.len(),
+            "one value per category"
+        );
+        self.series.push(s);
+        self
+    }
+
+    pub fn reference(&mut self, name: &str, values: Vec<f64>) -> &mut Self {
+        assert_eq!(
+            values.len(),
+            self.categories.len(),
+            "one value per category"
+        );
+        self.reference = Some((name.to_string(), values));
+        self
+    }
+}
+
+impl Chart for BarChart {
+    fn draw(&self, svg: &mut Svg, area: Rect) {
+        let mut legend: Vec<LegendEntry> = self
+            .series
+            .iter()
+            .enumerate()
+            .map(|(i, s)| LegendEntry::new(&s.name, &color(i)))
+            .collect();
+        if let Some((name, _)) = &self.reference {
+            legend.push(LegendEntry {
+                name: name.clone(),
+                color: "#111111".into(),
+                line: true,
+            });
+        }
+        if self.series.iter().any(|s| s.marks.is_some()) {
+            legend.push(LegendEntry {
+                name: self.marks_label.clone(),
+                color: "#111111".into(),
+                line: true,
+            });
+        }
+        let top = header(svg, area, &self.title, &legend);
+        let n = self.categories.len().max(1) as f64;
+        let plot_w = area.w - 70.0 - 25.0;
+        let slot = plot_w / n;
+        let widest = self
+            .categories
+            .iter()
+            .map(|c| text_width(c, TICK_FONT))
+            .fold(0.0, f64::max);
+        // Rotate category labels when they would overlap; reserve room for them below.
+        let rotated = widest > slot - 4.0;
+        let label_room = if rotated {
+            (widest * 0.72 + 14.0).min(140.0)
+        } else {
+            20.0
+        };
+        let plot = Rect {
+            x: area.x + 70.0,
+            y: top + 6.0,
+            w: plot_w,
+            h: area.y + area.h - top - 6.0 - label_room - 28.0,
+        };
+        let vals = self.series.iter().flat_map(|s| {
+            s.values.iter().copied().chain(
+                s.errors
+                    .iter()
+                    .flat_map(|e| e.iter().flat_map(|(a, b)| [*a, *b])),
+            )
+        });
+        let refs = self
+            .reference
+            .iter()
+            .flat_map(|(_, v)| v.iter().copied())
+            .chain(
+                self.series
+                    .iter()
+                    .flat_map(|s| s.marks.iter().flatten().copied()),
+            );
+        let (lo, hi) = data_range(vals.chain(refs), true);
+        let ys = y_axis(svg, plot, &self.y, lo, hi);
+        let k = self.series.len().max(1) as f64;
+        let group_w = slot * 0.8;
+        let bar_w = group_w / k;
+        let zero = ys.map(0.0);
+        let base = plot.y + plot.h;
+        for (ci, cat) in self.categories.iter().enumerate() {
+            let gx = plot.x + ci as f64 * slot + (slot - group_w) / 2.0;
+            for (si, s) in self.series.iter().enumerate() {
+                let v = s.values[ci];
+                let x = gx + si as f64 * bar_w;
+                let y = ys.map(v);
+                let tip = format!("{} · {}: {} {}", cat, s.name, fmt_value(v), self.y.unit);
+                svg.rect(
+                    x,
+                    y.min(zero),
+                    (bar_w - 1.0).max(0.5),
+                    (y - zero).abs(),
+                    &color(si),
+                    Some(tip.trim_end()),
+                );
+                if let Some(marks) = &s.marks {
+                    let my = ys.map(marks[ci]);
+                    svg.line(x - 1.0, my, x + bar_w, my, "#111111", 2.0);
+                }
+                if let Some(errs) = &s.errors {
+                    let (elo, ehi) = errs[ci];
+                    error_bar(
+                        svg,
+                        x + bar_w / 2.0,
+                        ys.map(elo),
+                        ys.map(ehi),
+                        (bar_w / 4.0).min(4.0),
+                    );
+                }
+            }
+            if let Some((_, refs)) = &self.reference {
+                let y = ys.map(refs[ci]);
+                svg.line(gx - 2.0, y, gx + group_w + 2.0, y, "#111111", 2.0);
+            }
+            let cx = plot.x + (ci as f64 + 0.5) * slot;
+            if rotated {
+                svg.text_rot(cx, base + 14.0, cat, TICK_FONT, Anchor::End, false, -40.0);
+            } else {
+                svg.text(cx, base + 16.0, cat, TICK_FONT, Anchor::Middle);
+            }
+        }
+        svg.line(plot.x, zero, plot.x + plot.w, zero, AXIS_COLOR, 1.0);
+        svg.text(
+            plot.x + plot.w / 2.0,
+            base + label_room + 20.0,
+            &self.x_label,
+            LABEL_FONT,
+            Anchor::Middle,
+        );
+        svg.frame(plot.x, plot.y, plot.w, plot.h, AXIS_COLOR);
+    }
+}
+
+pub(super) fn fmt_value(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}

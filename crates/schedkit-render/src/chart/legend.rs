@@ -1,0 +1,68 @@
+//! The legend: entries laid out in rows under the title.
+
+use super::*;
+
+/// One legend entry: a colour swatch and a name.
+pub struct LegendEntry {
+    pub name: String,
+    pub color: String,
+    /// Drawn as a short line (a reference mark) instead of a filled swatch.
+    pub line: bool,
+}
+
+impl LegendEntry {
+    pub fn new(name: &str, color: &str) -> LegendEntry {
+        LegendEntry {
+            name: name.to_string(),
+            color: color.to_string(),
+            line: false,
+        }
+    }
+}
+
+pub(super) const LEGEND_FONT: f64 = 12.0;
+pub(super) const LEGEND_ROW: f64 = 18.0;
+
+pub(super) fn legend_entry_width(e: &LegendEntry) -> f64 {
+    14.0 + 6.0 + text_width(&e.name, LEGEND_FONT) + 16.0
+}
+
+/// Height a legend of `entries` flowed into rows of width `width` needs.
+pub fn legend_height(entries: &[LegendEntry], width: f64) -> f64 {
+    legend_rows(entries, width).len() as f64 * LEGEND_ROW
+}
+
+pub(super) fn legend_rows(entries: &[LegendEntry], width: f64) -> Vec<Vec<usize>> {
+    let mut rows: Vec<Vec<usize>> = Vec::new();
+    let mut used = f64::INFINITY;
+    for (i, e) in entries.iter().enumerate() {
+        let w = legend_entry_width(e);
+        if used + w > width {
+            rows.push(Vec::new());
+            used = 0.0;
+        }
+        rows.last_mut().expect("a row was pushed").push(i);
+        used += w;
+    }
+    rows
+}
+
+/// Draws a legend flowed left to right into rows starting at (x, y); returns its height.
+pub fn draw_legend(svg: &mut Svg, entries: &[LegendEntry], x: f64, y: f64, width: f64) -> f64 {
+    let rows = legend_rows(entries, width);
+    for (r, row) in rows.iter().enumerate() {
+        let mut cx = x;
+        let cy = y + r as f64 * LEGEND_ROW;
+        for &i in row {
+            let e = &entries[i];
+            if e.line {
+                svg.line(cx, cy + 8.5, cx + 14.0, cy + 8.5, &e.color, 2.0);
+            } else {
+                svg.rect(cx, cy + 3.0, 14.0, 11.0, &e.color, None);
+            }
+            svg.text(cx + 20.0, cy + 13.0, &e.name, LEGEND_FONT, Anchor::Start);
+            cx += legend_entry_width(e);
+        }
+    }
+    rows.len() as f64 * LEGEND_ROW
+}

@@ -1,0 +1,195 @@
+//! Tests of the EEVDF model against schedules worked out by hand.
+
+use super::*;
+use crate::policy::SimThread;
+use crate::simulate_report;
+use schedkit_core::trace::Owner;
+use schedkit_core::Scenario;
+
+/// One CPU, base slice 1 ms (min_granularity 1 ms x (1 + ilog2 1)), tick 1 ms, three threads
+/// of weights 1024 (A), 2048 (B) and 512 (C) arriving at 0 in that order.
+const THREE: &str = r#"
+cores = 1
+[policy]
+name = "eevdf"
+min_granularity = "1ms"
+tick = "1ms"
+[[process]]
+name = "A"
+weight = 1024
+[[process]]
+name = "B"
+weight = 2048
+[[process]]
+name = "C"
+weight = 512
+"#;
+
+fn thread(process: usize, weight: u64) -> SimThread {
+    SimThread {
+        owner: Owner::Process { process, thread: 0 },
+        process: Some(process),
+        task: None,
+        group: None,
+        arrival: Nanos::ZERO,
+        demand: None,
+        remaining: None,
+        weight,
+        priority: 0,
+        tickets: 1,
+        affinity: None,
+        deadline: Nanos::MAX,
+        period: Nanos::MAX,
+        rel_deadline: Nanos::MAX,
+        seq: process as u64,
+        state: ThreadState::Ready,
+        last_core: None,
+        par: false,
+        cpu: Nanos::ZERO,
+        phase: None,
+    }
+}
+
+/// Drives the dispatcher as the engine does on one core: pick, run the slice, charge,
+/// re-queue; returns its log of (time, pick, lags at the pick).
+fn drive(picks: usize) -> Vec<PickLog> {
+    let sc = Scenario::parse("t.toml", THREE).expect("scenario");
+    let mut threads: Vec<SimThread> = sc
+        .processes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| thread(i, p.weight))
+        .collect();
+    let mut running = vec![None];
+    let mut d = Eevdf::new(&sc.policy, 1);
+    let mut now = Nanos::ZERO;
+    macro_rules! ctx {
+        () => {
+            Ctx {
+                now,
+                cores: 1,
+                threads: &threads,
+                running: &running,
+                spec: &sc.policy,
+                scenario: &sc,
+                group_weights: &[],
+            }
+        };
+    }
+    for s in 0..3 {
+        d.enqueue(&ctx!(), s, Enqueue::New);
+    }
+    for _ in 0..picks {
+        let s = d.pick_next(&ctx!(), 0).expect("a thread");
+        threads[s as usize].state = ThreadState::Running(0);
+        running[0] = Some(s);
+        let slice = d.time_slice(&ctx!(), 0, s).expect("a slice");
+        now += slice;
+        d.charge(&ctx!(), s, 0, slice);
+        threads[s as usize].state = ThreadState::Ready;
+        running[0] = None;
+        d.enqueue(&ctx!(), s, Enqueue::Expired);
+    }
+    d.log
+}
+
+#[test]
+fn slice_scales_with_the_log_of_the_cpu_count() {
+    // 0.75 ms x (1 + ilog2(min(n, 8))): 0.75, 1.5, 1.5, 2.25 (4 CPUs), 3 ms (8 and more).
+    let got: Vec<u64> = [1, 2, 3, 4, 8, 64].map(slice_factor).to_vec();
+    assert_eq!(got, vec![1, 2, 2, 3, 4, 4]);
+}
+
+#[test]
+fn three_weights_on_one_cpu_follow_the_hand_schedule() {
+    // Placement at t = 0 (queue empty, then V = 0 each time; new threads have lag 0 and a
+    // deadline half a slice away, vslice = 1 ms x 1024 / w):
+    //   A: v 0, d 0 + 1_000_000/2 = 500_000; B: v 0, d 500_000/2 = 250_000;
+    //   C: v 0, d 2_000_000/2 = 1_000_000.
+    // A pick runs to the first 1 ms tick at or after v reaches d (every run here is 1 ms of
+    // real time, i.e. 1_000_000 x 1024 / w of vruntime), then update_deadline sets
+    // d = v + vslice. V = sum(w v) / sum(w), sum(w) = 3584; lag = V - v.
+    //  1. t=0: V=0, all eligible, lags 0/0/0; earliest d: B (250_000). B: v 500_000,
+    //     d 1_000_000.
+    //  2. t=1: V = 2048*500_000/3584 = 285_714; lags A +285_714, B -214_286, C +285_714;
+    //     B ineligible; A (d 500_000) before C (d 1_000_000): A. A: v 1_000_000, d 2_000_000.
+    //  3. t=2: V = (1024e6 + 1024e6)/3584 = 571_428; lags A -428_572, B +71_428,
+    //     C +571_428; B and C eligible, both d 1_000_000: C was queued first (at 0, B again at
+    //     1 ms), so C. C: v 2_000_000, d 4_000_000.
+    //  4. t=3: V = 857_142; lags A -142_858, B +357_142, C -1_142_858; only B eligible. B: v
+    //     1_000_000, d 1_500_000.
+    //  5. t=4: V = 1_142_857; lags A +142_857, B +142_857, C -857_143; A (d 2e6) and B
+    //     (d 1.5e6) eligible: B again. B: v 1_500_000, d 2_000_000.
+    //  6. t=5: V = 1_428_571; lags A +428_571, B -71_429, C -571_429: A. A: v 2e6, d 3e6.
+    //  7. t=6: V = 1_714_285; lags A -285_715, B +214_285, C -285_715: B. B: v 2e6, d 2.5e6.
+    //  8. t=7: V = 2_000_000, every lag 0 (one period of 7 ms: B 4 ms, A 2 ms, C 1 ms, the
+    //     weights' 4:2:1); B (d 2.5e6) before A (3e6) and C (4e6).
+    let (a, b, c) = (0, 1, 2);
+    let want: Vec<(u64, Slot, [i64; 3])> = vec![
+        (0, b, [0, 0, 0]),
+        (1, a, [285_714, -214_286, 285_714]),
+        (2, c, [-428_572, 71_428, 571_428]),
+        (3, b, [-142_858, 357_142, -1_142_858]),
+        (4, b, [142_857, 142_857, -857_143]),
+        (5, a, [428_571, -71_429, -571_429]),
+        (6, b, [-285_715, 214_285, -285_715]),
+        (7, b, [0, 0, 0]),
+    ];
+    let got = drive(want.len());
+    for (i, ((t, s, lags), (wt, ws, wl))) in got.iter().zip(&want).enumerate() {
+        assert_eq!(*t, wt * 1_000_000, "pick {}: time", i + 1);
+        assert_eq!(s, ws, "pick {} at {wt} ms", i + 1);
+        let l: Vec<i64> = lags.iter().map(|x| x.1).collect();
+        assert_eq!(l, wl.to_vec(), "lags at pick {}", i + 1);
+    }
+}
+
+fn run(text: &str) -> schedkit_core::Report {
+    let sc = Scenario::parse("t.toml", text).expect("scenario");
+    simulate_report(&sc, false).expect("sim").0
+}
+
+#[test]
+fn long_run_shares_follow_the_weights() {
+    // nice 0 against nice 5 (1024 : 335) on one core.
+    let r = run(
+        "cores = 1\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"20s\"\n\
+         [[process]]\nname = \"a\"\n[[process]]\nname = \"b\"\nnice = 5\n",
+    );
+    let (a, b) = (r.processes[0].cpu_ns as f64, r.processes[1].cpu_ns as f64);
+    let want = 1024.0 / 335.0;
+    assert!((a / b - want).abs() / want < 0.01, "{a} / {b}");
+}
+
+#[test]
+fn a_sleeper_beside_a_hog_is_served_at_once_and_keeps_its_share() {
+    // A thread running 1 ms every 10 ms beside a hog on one core: it is owed service when
+    // it wakes (positive lag from its sleep, placed at V), so it preempts the hog as soon as
+    // the hog is no longer eligible, and gets all the CPU it asks for.
+    let r = run(
+        "cores = 1\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"2s\"\n\
+         [[process]]\nname = \"hog\"\n[[process]]\nname = \"s\"\n\
+         pattern = [{ run = \"1ms\" }, { sleep = \"9ms\" }]\n",
+    );
+    let s = r.processes[1].cpu_ns as f64 / 2e9;
+    assert!(s > 0.09 && s <= 0.1001, "sleeper share {s}");
+    assert_eq!(r.summary.migrations, 0);
+}
+
+#[test]
+fn two_cores_take_a_thread_each_and_an_idle_core_pulls() {
+    let r = run(
+        "cores = 2\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"1s\"\n\
+         [[process]]\nname = \"p\"\nthreads = 3\nburst = \"200ms\"\n",
+    );
+    // 600 ms of work on two cores: done by 300 ms (the last thread shares one core, then
+    // the freed core pulls it).
+    assert!(
+        r.summary.makespan_ns <= 330_000_000,
+        "{}",
+        r.summary.makespan_ns
+    );
+    for t in &r.threads {
+        assert_eq!(t.cpu_ns, 200_000_000);
+    }
+}
