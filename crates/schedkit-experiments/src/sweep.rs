@@ -25,7 +25,7 @@ use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use rayon::prelude::*;
 use schedkit_core::generate::{Seed001, UUniFast};
 use schedkit_core::scenario::{PolicyName, PolicySpec, Scenario, Task};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What to sweep, as `schedkit sim`'s flags spell it (the binary's `SweepArgs` convert).
 #[derive(Clone, Debug, Default)]
@@ -151,7 +151,7 @@ fn draw(g: Generator, cores: usize, u: f64, seed: u64) -> Result<Vec<Task>, Stri
 }
 
 /// One (utilisation, policy) row.
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Row {
     pub utilisation: f64,
     pub policy: String,

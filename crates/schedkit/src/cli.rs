@@ -62,6 +62,15 @@ enum Command {
     /// Write man pages: schedkit.1 and one per subcommand (schedkit-sim.1, ...).
     #[command(after_help = crate::help::MAN)]
     Man(ManArgs),
+    /// Turn another tool's configuration into a scenario: `import simso FILE.xml`.
+    #[command(subcommand)]
+    Import(crate::io_cmds::ImportCommand),
+    /// Write a scenario for another tool: `export simso FILE.toml`.
+    #[command(subcommand)]
+    Export(crate::io_cmds::ExportCommand),
+    /// Work on sweep results: `sweep merge SHARD.json...` (from `sim --sweep ... --shard I/N`).
+    #[command(subcommand)]
+    Sweep(crate::io_cmds::SweepCommand),
 }
 
 #[derive(Args)]
@@ -143,6 +152,10 @@ struct SimArgs {
     /// Limit --gantt and --trace to a time window, e.g. `2s..2.1s`.
     #[arg(long, value_name = "FROM..TO")]
     window: Option<String>,
+    /// Also write summary, threads, processes, groups and intervals (with --sweep: the sweep
+    /// rows) as Parquet files into this directory.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
 }
 
 pub fn main() -> ExitCode {
@@ -175,6 +188,9 @@ pub fn main() -> ExitCode {
             ExperimentCommand::Paws(a) => crate::experiment_paws::run(a),
             ExperimentCommand::Fidelity(a) => crate::experiment_fidelity::run(a),
         },
+        Command::Import(c) => crate::io_cmds::import(c),
+        Command::Export(c) => crate::io_cmds::export(c),
+        Command::Sweep(c) => crate::io_cmds::sweep(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -196,11 +212,11 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
                     .into(),
             });
         }
-        return crate::sweep::run(&a.file, &a.sweep, a.report.json);
+        return crate::sweep::run(&a.file, &a.sweep, a.report.json, a.parquet.as_deref());
     }
     let loaded = crate::simcmd::load(&a.file, &a.overrides)?;
     let scenario = &loaded.scenario;
-    let keep_trace = a.gantt.is_some() || a.trace.is_some();
+    let keep_trace = a.gantt.is_some() || a.trace.is_some() || a.parquet.is_some();
     let window = output::window(a.window.as_deref(), keep_trace)?;
     let (report, trace, stats) =
         crate::simcmd::simulate(&loaded, a.overrides.max_events, keep_trace)?;
@@ -213,6 +229,9 @@ fn sim(a: SimArgs) -> Result<(), Failure> {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         println!("\n{} counters: {}", report.policy, c.join(", "));
+    }
+    if let (Some(dir), Some(trace)) = (&a.parquet, &trace) {
+        crate::io_cmds::sim_parquet(dir, scenario, &report, trace)?;
     }
     if let Some(trace) = trace {
         output::write_trace_outputs_in(

@@ -21,6 +21,10 @@ pub struct CompareArgs {
     /// Print `{"scenario", "reports": [...]}` as JSON (one report per policy) instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also write summary, threads, processes, groups and intervals of every run (with a
+    /// `policy` column) as Parquet files into this directory.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
 }
 
 pub fn compare(a: CompareArgs) -> Result<(), Failure> {
@@ -32,7 +36,14 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
         let max = schedkit_sim::budget::DEFAULT_MAX_EVENTS;
         crate::simcmd::check_budget(&s, &loaded.text, max)?;
     }
-    let reports = run_all(&scenario, &policies, &Bar::plain())?;
+    // The intervals table needs every run's trace, which `run_all` does not keep.
+    let reports = if let Some(dir) = &a.parquet {
+        let runs = schedkit_io::compare::run_traced(&scenario, &policies, &Bar::plain())?;
+        crate::io_cmds::compare_parquet(dir, &scenario, &runs)?;
+        runs.into_iter().map(|r| r.report).collect()
+    } else {
+        run_all(&scenario, &policies, &Bar::plain())?
+    };
     if a.json {
         let doc = serde_json::json!({ "scenario": scenario.file, "reports": reports });
         println!(

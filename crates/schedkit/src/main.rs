@@ -13,6 +13,7 @@ mod experiment_gang;
 mod experiment_paws;
 mod failure;
 mod help;
+mod io_cmds;
 mod machine;
 mod output;
 mod progress;

@@ -5,7 +5,7 @@ use crate::failure::Failure;
 use crate::progress::Bar;
 use clap::Args;
 use schedkit_core::scenario::Scenario;
-use schedkit_experiments::sweep::{render, sweep_with_progress, SweepOptions};
+use schedkit_experiments::sweep::{render, SweepOptions};
 
 /// The sweep options of `schedkit sim`.
 #[derive(Args, Clone, Default)]
@@ -25,6 +25,10 @@ pub struct SweepArgs {
     /// [u - 0.02, u] x cores) or `uunifast:N` (N tasks, U = u x cores).
     #[arg(long, default_value = "seed001", requires = "sweep")]
     pub generator: String,
+    /// Run only part I of N of the seeds (a contiguous range), for a job array; prints the
+    /// JSON that `schedkit sweep merge` sums back into the whole sweep exactly.
+    #[arg(long, value_name = "I/N", requires_all = ["sweep", "json"])]
+    pub shard: Option<String>,
 }
 
 impl From<&SweepArgs> for SweepOptions {
@@ -38,27 +42,30 @@ impl From<&SweepArgs> for SweepOptions {
     }
 }
 
-/// `schedkit sim FILE --sweep ...`: prints the table, or JSON with `json`.
-pub fn run(file: &std::path::Path, args: &SweepArgs, json: bool) -> Result<(), Failure> {
+/// `schedkit sim FILE --sweep ...`: prints the table, or JSON with `json`; with `parquet`,
+/// also writes the rows as DIR/sweep.parquet.
+pub fn run(
+    file: &std::path::Path,
+    args: &SweepArgs,
+    json: bool,
+    parquet: Option<&std::path::Path>,
+) -> Result<(), Failure> {
     let base = Scenario::load(file)?;
     let options = SweepOptions::from(args);
+    let shard = args
+        .shard
+        .as_deref()
+        .map(schedkit_io::shard::Shard::parse)
+        .transpose()?;
     let bar = Bar::styled("sweep [{bar:30}] {pos}/{len} task sets {elapsed}<{eta}");
-    let rows = sweep_with_progress(&base, &options, &bar)?;
-    if json {
-        let doc = serde_json::json!({
-            "file": base.file,
-            "cores": base.cores,
-            "horizon_ns": base.horizon.0,
-            "generator": args.generator,
-            "sweep": args.sweep,
-            "rows": rows,
-        });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(anyhow::Error::from)?
-        );
-    } else {
-        print!("{}", render(&base, &options, &rows));
+    let doc = schedkit_io::shard::run(&base, &options, shard, &bar)?;
+    if let Some(dir) = parquet {
+        crate::io_cmds::write_parquet(dir, &[schedkit_io::tables::sweep_table(&doc.rows)])?;
     }
-    Ok(())
+    if json {
+        crate::io_cmds::print_sweep(&doc, true)
+    } else {
+        print!("{}", render(&base, &options, &doc.rows));
+        Ok(())
+    }
 }

@@ -230,7 +230,10 @@ fn gantt_and_trace_outputs() {
     let report = json_of(&out);
     let text = std::fs::read_to_string(&svg).unwrap();
     assert_well_formed_svg(&text);
-    assert!(text.contains("quickstart · policy default ("), "the title names the kernel model");
+    assert!(
+        text.contains("quickstart · policy default ("),
+        "the title names the kernel model"
+    );
     assert!(text.contains(" · 2 cores"));
     assert!(text.contains(">core 0<") && text.contains(">core 1<"));
     for p in ["editor", "compile", "report", "backup"] {

@@ -1,0 +1,188 @@
+//! `schedkit import simso`, `schedkit export simso`, `schedkit sweep merge`, and the
+//! `--parquet DIR` output of `sim`, `compare` and sweeps. The work is `schedkit_io`'s; this
+//! module parses arguments, prints warnings, and writes files.
+
+use crate::failure::{Failure, EXIT_BAD_INPUT};
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use schedkit_core::scenario::Scenario;
+use schedkit_io::shard::SweepDoc;
+use schedkit_io::tables::{self, Table};
+use std::path::{Path, PathBuf};
+
+impl From<schedkit_io::Error> for Failure {
+    fn from(e: schedkit_io::Error) -> Failure {
+        Failure {
+            status: if e.is_bad_input() { EXIT_BAD_INPUT } else { 1 },
+            message: e.to_string(),
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub enum ImportCommand {
+    /// Turn a SimSo configuration (XML, as SimSo's `Configuration.save` writes it) into a
+    /// scenario file (TOML), printed or written with -o. What schedkit does not model is an
+    /// error naming the line and attribute.
+    Simso(ConvertArgs),
+}
+
+#[derive(Subcommand)]
+pub enum ExportCommand {
+    /// Write a scenario of periodic sequential tasks (edf, gedf, pedf; rm on one core) as a
+    /// SimSo configuration (XML), printed or written with -o.
+    Simso(ConvertArgs),
+}
+
+#[derive(Args)]
+pub struct ConvertArgs {
+    /// The file to convert.
+    file: PathBuf,
+    /// Write here instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub enum SweepCommand {
+    /// Merge the `--json` outputs of `schedkit sim FILE --sweep ... --shard I/N` (every I of
+    /// one N, each once) into the whole sweep: the same table or JSON as the unsharded run.
+    Merge(MergeArgs),
+}
+
+#[derive(Args)]
+pub struct MergeArgs {
+    /// The shards' JSON files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Print the merged sweep as JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the merged rows as DIR/sweep.parquet.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
+}
+
+fn emit(text: &str, output: Option<&Path>) -> Result<(), Failure> {
+    match output {
+        Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?,
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
+pub fn import(c: ImportCommand) -> Result<(), Failure> {
+    let ImportCommand::Simso(a) = c;
+    let imported = schedkit_io::simso::import_file(&a.file)?;
+    // Check the result as any scenario file, so what is written always loads.
+    Scenario::parse(&a.file.display().to_string(), &imported.toml)?;
+    for w in &imported.warnings {
+        eprintln!("schedkit: warning: {w}");
+    }
+    emit(&imported.toml, a.output.as_deref())
+}
+
+pub fn export(c: ExportCommand) -> Result<(), Failure> {
+    let ExportCommand::Simso(a) = c;
+    let s = Scenario::load(&a.file)?;
+    emit(&schedkit_io::simso::export(&s)?, a.output.as_deref())
+}
+
+pub fn sweep(c: SweepCommand) -> Result<(), Failure> {
+    let SweepCommand::Merge(a) = c;
+    let mut docs = Vec::new();
+    for f in &a.files {
+        let name = f.display().to_string();
+        let text = std::fs::read_to_string(f).with_context(|| format!("reading {name}"))?;
+        let doc: SweepDoc = serde_json::from_str(&text).map_err(|e| {
+            schedkit_io::Error::bad_option(
+                "merge",
+                &name,
+                format!("not a sweep --json document: {e}"),
+            )
+        })?;
+        docs.push((name, doc));
+    }
+    let merged = schedkit_io::shard::merge(&docs)?;
+    print_sweep(&merged, a.json)?;
+    if let Some(dir) = &a.parquet {
+        write_parquet(dir, &[tables::sweep_table(&merged.rows)])?;
+    }
+    Ok(())
+}
+
+/// A sweep document as the table or as JSON (the format `--shard` and `merge` exchange).
+pub fn print_sweep(doc: &SweepDoc, json: bool) -> Result<(), Failure> {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(doc).context("serialising the sweep")?
+        );
+        return Ok(());
+    }
+    // The table's heading names the file, cores and horizon: rebuild that much of the base.
+    let base = Scenario::parse(
+        &doc.file,
+        &format!(
+            "cores = {}\n[run]\nhorizon = \"{}ns\"\n",
+            doc.cores, doc.horizon_ns
+        ),
+    )?;
+    let options = schedkit_experiments::sweep::SweepOptions {
+        sweep: doc.sweep.clone(),
+        utilisations: None,
+        policies: Vec::new(),
+        generator: doc.generator.clone(),
+    };
+    print!(
+        "{}",
+        schedkit_experiments::sweep::render(&base, &options, &doc.rows)
+    );
+    Ok(())
+}
+
+pub fn write_parquet(dir: &Path, tables: &[Table]) -> Result<(), Failure> {
+    schedkit_io::parquet::write_tables(dir, tables)?;
+    Ok(())
+}
+
+/// `sim --parquet DIR`: summary, threads, processes, groups and intervals.
+pub fn sim_parquet(
+    dir: &Path,
+    scenario: &Scenario,
+    report: &schedkit_core::Report,
+    trace: &schedkit_core::TraceLog,
+) -> Result<(), Failure> {
+    let mut t = tables::report_tables(report);
+    t.push(tables::intervals_table(scenario, trace));
+    write_parquet(dir, &t)
+}
+
+/// `compare --parquet DIR`: the same five tables, every run's rows with a leading `policy`
+/// column (the summary has one already).
+pub fn compare_parquet(
+    dir: &Path,
+    scenario: &Scenario,
+    runs: &[schedkit_io::compare::Run],
+) -> Result<(), Failure> {
+    let mut all: Vec<Table> = Vec::new();
+    for r in runs {
+        let mut t = tables::report_tables(&r.report);
+        if let Some((trace, _)) = &r.trace {
+            let s = scenario.with_policy(&r.report.policy)?;
+            t.push(tables::intervals_table(&s, trace));
+        }
+        for (i, table) in t.into_iter().enumerate() {
+            let table = if table.name == "summary" {
+                table
+            } else {
+                table.with_leading("policy", &r.report.policy)
+            };
+            match all.get_mut(i) {
+                Some(acc) => acc.append(table).map_err(anyhow::Error::msg)?,
+                None => all.push(table),
+            }
+        }
+    }
+    write_parquet(dir, &all)
+}
