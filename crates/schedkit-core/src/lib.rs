@@ -19,6 +19,7 @@ mod overrides;
 pub mod policies;
 pub mod report;
 pub mod scenario;
+pub mod stats;
 pub mod time;
 pub mod trace;
 pub mod validate;

@@ -573,14 +573,10 @@ impl GangRun {
         }
         self.freezer.thaw_all();
         self.freezer.cleanup();
-        let mut v = std::mem::take(&mut self.switch_ns);
-        v.sort_unstable();
+        let v = std::mem::take(&mut self.switch_ns);
+        // The nearest-rank percentile every report uses (0 when nothing switched).
         let q = |f: f64| -> f64 {
-            if v.is_empty() {
-                0.0
-            } else {
-                v[((v.len() - 1) as f64 * f).round() as usize] as f64 / 1e3
-            }
+            schedkit_core::stats::percentile(&v, f * 100.0).map_or(0.0, |ns| ns as f64 / 1e3)
         };
         GangRunReport {
             backend_processes: self.freezer.process_backend().name().into(),

@@ -332,28 +332,5 @@ impl RtReport {
     }
 }
 
-/// The `p`-th percentile (0..=100, nearest rank) of `v`; `None` when empty.
-pub fn percentile(v: &[u64], p: f64) -> Option<u64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_unstable();
-    let rank = ((p / 100.0) * s.len() as f64).ceil().max(1.0) as usize;
-    Some(s[rank.min(s.len()) - 1])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentile_nearest_rank() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&v, 50.0), Some(50));
-        assert_eq!(percentile(&v, 99.0), Some(99));
-        assert_eq!(percentile(&v, 100.0), Some(100));
-        assert_eq!(percentile(&[7], 1.0), Some(7));
-        assert_eq!(percentile(&[], 50.0), None);
-    }
-}
+/// The one percentile definition (nearest rank): see `schedkit_core::stats`.
+pub use schedkit_core::stats::percentile;
