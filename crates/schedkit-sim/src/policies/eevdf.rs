@@ -447,7 +447,15 @@ impl Eevdf {
     /// The waiting (not delayed) thread of `core` picked least recently that may run on `k`
     /// (`detach_one_task`: the tail of `cfs_tasks`).
     fn first_movable(&self, ctx: &Ctx, core: usize, k: usize) -> Option<Slot> {
-        self.movable(ctx, core, k).first().copied()
+        // The first of `movable`'s order, without building the list (newidle pulls are
+        // frequent).
+        self.rqs[core]
+            .tree
+            .iter()
+            .filter(|x| self.can_move(ctx, x.2, k))
+            .map(|&(d, t, s)| (self.ents[s as usize].picked, d, t, s))
+            .min()
+            .map(|x| x.3)
     }
 
     /// Every waiting (not delayed) thread of `core` that may run on `k`, least recently
