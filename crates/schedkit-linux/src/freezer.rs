@@ -100,29 +100,41 @@ fn alive(pid: i32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
 }
 
-/// Removes empty `schedkit-<pid>` cgroups of runs that no longer exist.
-fn sweep_stale(mount: &Path) {
+/// Removes the empty cgroups that runs which no longer exist left under `mount`:
+/// `schedkit-<pid>` (with its empty children) and `schedkit-probe-<pid>` (a capability
+/// probe that a kill between its mkdir and rmdir would leave). Neither is journaled: each
+/// lives for microseconds or holds only job cgroups that the journal covers. A cgroup that
+/// still holds processes refuses `rmdir`, so a live job is never touched. Returns what it
+/// removed.
+pub(crate) fn sweep_stale(mount: &Path) -> Vec<std::path::PathBuf> {
+    let mut removed = Vec::new();
     let Ok(rd) = std::fs::read_dir(mount) else {
-        return;
+        return removed;
     };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let Some(pid) = name
             .strip_prefix("schedkit-")
+            .map(|p| p.strip_prefix("probe-").unwrap_or(p))
             .and_then(|p| p.parse::<i32>().ok())
         else {
             continue;
         };
-        if alive(pid) {
+        if alive(pid) || !e.path().is_dir() {
             continue;
         }
         if let Ok(jobs) = std::fs::read_dir(e.path()) {
             for j in jobs.flatten().filter(|j| j.path().is_dir()) {
-                let _ = std::fs::remove_dir(j.path());
+                if std::fs::remove_dir(j.path()).is_ok() {
+                    removed.push(j.path());
+                }
             }
         }
-        let _ = std::fs::remove_dir(e.path());
+        if std::fs::remove_dir(e.path()).is_ok() {
+            removed.push(e.path());
+        }
     }
+    removed
 }
 
 /// A cgroup this run created, with its freeze file.
@@ -166,7 +178,7 @@ impl Freezer {
         let me = std::process::id();
         let usable = |b: Backend| -> Option<Backend> {
             let m = b.mount()?.to_path_buf();
-            sweep_stale(&m);
+            let _ = sweep_stale(&m);
             create_probe(&b, &m.join(format!("schedkit-{me}"))).then_some(b)
         };
         let v2 = v2.and_then(|m| usable(Backend::V2(m)));

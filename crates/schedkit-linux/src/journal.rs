@@ -973,6 +973,8 @@ pub struct RestoreReport {
     pub sockets_removed: Vec<PathBuf>,
     /// Temporary journal files of dead runs (killed while creating their journal), removed.
     pub temps_removed: Vec<PathBuf>,
+    /// Empty `schedkit-<pid>` / `schedkit-probe-<pid>` cgroups of dead runs, removed.
+    pub cgroups_removed: Vec<PathBuf>,
 }
 
 impl RestoreReport {
@@ -1183,6 +1185,11 @@ pub fn restore_dir(dir: &Path, roots: &Roots, force: bool) -> Result<RestoreRepo
         ..RestoreReport::default()
     };
     if std::fs::symlink_metadata(dir).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        for m in &CgroupMounts::read(roots).0 {
+            report
+                .cgroups_removed
+                .extend(crate::freezer::sweep_stale(m));
+        }
         return Ok(report);
     }
     check_state_dir(dir)?;
@@ -1211,6 +1218,12 @@ pub fn restore_dir(dir: &Path, roots: &Roots, force: bool) -> Result<RestoreRepo
         report
             .journals
             .push(restore_one(&path, roots, &mounts, force));
+    }
+    // After the journals, so a dead run's journaled job cgroups are emptied first.
+    for m in &mounts.0 {
+        report
+            .cgroups_removed
+            .extend(crate::freezer::sweep_stale(m));
     }
     for (pid, path) in crate::ctl::sockets(dir) {
         let is_socket = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket());

@@ -709,3 +709,38 @@ fn a_batch_of_entries_is_journaled_whole_and_undone() {
     assert!(undone.iter().all(|u| u.outcome == Ok(true)), "{undone:?}");
     assert!(dirs.iter().all(|p| !p.exists()));
 }
+
+/// Capability probes (`schedkit-probe-<pid>`) and run bases (`schedkit-<pid>`) are made
+/// outside the journal for an instant; a kill in that instant leaves an empty cgroup that
+/// `restore` removes once the pid is dead. A live pid's directory, and any cgroup that still
+/// holds a process, stay.
+#[test]
+fn restore_removes_empty_cgroups_of_dead_runs_and_nothing_else() {
+    if !root() {
+        eprintln!("skipped: needs root (creates cgroups under a real cgroup mount)");
+        return;
+    }
+    let roots = Roots::host();
+    let Some(mount) = CgroupMounts::read(&roots).0.into_iter().find(|m| {
+        fs::create_dir(m.join(".schedkit-w")).is_ok()
+            && fs::remove_dir(m.join(".schedkit-w")).is_ok()
+    }) else {
+        eprintln!("skipped: no writable cgroup mount");
+        return;
+    };
+    let dead = dead_pid();
+    let probe = mount.join(format!("schedkit-probe-{dead}"));
+    let base = mount.join(format!("schedkit-{dead}"));
+    let live = mount.join(format!("schedkit-probe-{}", std::process::id()));
+    for d in [&probe, &base, &live] {
+        let _ = fs::create_dir(d);
+    }
+    fs::create_dir(base.join("job-0")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let r = journal::restore_dir(&tmp.path().join("none"), &roots, false).unwrap();
+    let gone = [!probe.exists(), !base.exists(), !live.exists()];
+    let _ = fs::remove_dir(&live);
+    assert_eq!(gone, [true, true, false], "{r:?}");
+    assert!(r.cgroups_removed.contains(&probe), "{r:?}");
+    assert!(r.cgroups_removed.contains(&base.join("job-0")), "{r:?}");
+}

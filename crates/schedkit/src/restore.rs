@@ -87,6 +87,12 @@ pub fn lines(report: &RestoreReport) -> Vec<String> {
             p.display()
         ));
     }
+    for p in &report.cgroups_removed {
+        out.push(format!(
+            "{}: removed (empty cgroup of a run that is gone)",
+            p.display()
+        ));
+    }
     out
 }
 
