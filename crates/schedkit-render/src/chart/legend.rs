@@ -1,4 +1,5 @@
-//! The legend: entries laid out in rows under the title.
+//! The legend: its title (what the entries are) and the entries laid out in rows under the
+//! chart's title.
 
 use super::*;
 
@@ -65,4 +66,38 @@ pub fn draw_legend(svg: &mut Svg, entries: &[LegendEntry], x: f64, y: f64, width
         }
     }
     rows.len() as f64 * LEGEND_ROW
+}
+
+/// Room a legend's title takes before its first entry: the bold title, its colon, a gap.
+fn legend_title_width(title: &str) -> f64 {
+    text_width(&format!("{title}:"), LEGEND_FONT) * 1.1 + 10.0
+}
+
+/// Height [`draw_titled_legend`] needs.
+pub fn titled_legend_height(title: Option<&str>, entries: &[LegendEntry], width: f64) -> f64 {
+    legend_height(entries, width - title.map_or(0.0, legend_title_width))
+}
+
+/// A legend whose title says what its entries are ("policy:", "process:"), in bold before the
+/// first entry, the entries flowed into rows right of it; returns its height (0 without
+/// entries: no title over nothing).
+pub fn draw_titled_legend(
+    svg: &mut Svg,
+    title: Option<&str>,
+    entries: &[LegendEntry],
+    x: f64,
+    y: f64,
+    width: f64,
+) -> f64 {
+    if entries.is_empty() {
+        return 0.0;
+    }
+    let (mut x, mut width) = (x, width);
+    if let Some(t) = title {
+        let text = format!("{t}:");
+        svg.text_rot(x, y + 13.0, &text, LEGEND_FONT, Anchor::Start, true, 0.0);
+        x += legend_title_width(t);
+        width -= legend_title_width(t);
+    }
+    draw_legend(svg, entries, x, y, width)
 }
