@@ -1,7 +1,7 @@
 //! The way in for a new user: every subcommand's help has examples, `sim` and `compare` list
 //! the policies, `schedkit policies` says which engine runs each, `--version` names the
-//! commit, and the shell completions and man pages are generated (and name every
-//! subcommand).
+//! commit, the shell completions and man pages are generated (and name every subcommand),
+//! and the long commands show progress on a terminal and nothing on a pipe.
 
 mod common;
 
