@@ -12,7 +12,7 @@
 //! ran longest in it, and runs of equal columns become one rectangle. So the file stays
 //! proportional to the picture, not to the trace, and what dominates each pixel is what shows.
 
-use crate::chart::{self, draw_titled_legend, titled_legend_height, Anchor, LegendEntry, Svg};
+use crate::chart::{self, draw_stacked_legends, stacked_legends_height, Anchor, LegendEntry, Svg};
 use schedkit_core::report::Report;
 use schedkit_core::scenario::Scenario;
 use schedkit_core::trace::{Event, Owner, TraceLog};
@@ -148,8 +148,8 @@ pub fn render_window(
         });
     }
     let legend_w = WIDTH - LEFT - RIGHT;
-    let colours_h = titled_legend_height(Some(kind), &colours, legend_w);
-    let legend_h = colours_h + titled_legend_height(Some("marks"), &marks, legend_w);
+    let legends = [(kind, &colours[..]), ("marks", &marks[..])];
+    let legend_h = stacked_legends_height(&legends, legend_w);
     // Lanes shrink with the core count so 64 cores still fit on a page.
     let lane_h = (360.0 / cores as f64).clamp(8.0, 40.0);
     let lane_gap = if lane_h >= 20.0 { 8.0 } else { 2.0 };
@@ -194,15 +194,7 @@ pub fn render_window(
         11.0,
         Anchor::Middle,
     );
-    draw_titled_legend(&mut svg, Some(kind), &colours, LEFT, 56.0, legend_w);
-    draw_titled_legend(
-        &mut svg,
-        Some("marks"),
-        &marks,
-        LEFT,
-        56.0 + colours_h,
-        legend_w,
-    );
+    draw_stacked_legends(&mut svg, &legends, LEFT, 56.0, legend_w);
 
     let lane_y = |core: usize| top + core as f64 * (lane_h + lane_gap);
     let x_of = |t: u64| LEFT + (t - from) as f64 / ns_per_px;

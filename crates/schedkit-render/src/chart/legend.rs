@@ -73,11 +73,6 @@ fn legend_title_width(title: &str) -> f64 {
     text_width(&format!("{title}:"), LEGEND_FONT) * 1.1 + 10.0
 }
 
-/// Height [`draw_titled_legend`] needs.
-pub fn titled_legend_height(title: Option<&str>, entries: &[LegendEntry], width: f64) -> f64 {
-    legend_height(entries, width - title.map_or(0.0, legend_title_width))
-}
-
 /// A legend whose title says what its entries are ("policy:", "process:"), in bold before the
 /// first entry, the entries flowed into rows right of it; returns its height (0 without
 /// entries: no title over nothing).
@@ -100,4 +95,48 @@ pub fn draw_titled_legend(
         width -= legend_title_width(t);
     }
     draw_legend(svg, entries, x, y, width)
+}
+
+/// Legends stacked one under the other (a Gantt's colours, then its marks), each with its
+/// title, their entries starting at one x (right of the widest title) so that they read as
+/// columns; returns their height. Empty legends take no room.
+pub fn draw_stacked_legends(
+    svg: &mut Svg,
+    legends: &[(&str, &[LegendEntry])],
+    x: f64,
+    y: f64,
+    width: f64,
+) -> f64 {
+    let indent = stacked_indent(legends);
+    let mut h = 0.0;
+    for (title, entries) in legends.iter().filter(|(_, e)| !e.is_empty()) {
+        svg.text_rot(
+            x,
+            y + h + 13.0,
+            &format!("{title}:"),
+            LEGEND_FONT,
+            Anchor::Start,
+            true,
+            0.0,
+        );
+        h += draw_legend(svg, entries, x + indent, y + h, width - indent);
+    }
+    h
+}
+
+/// Height [`draw_stacked_legends`] needs.
+pub fn stacked_legends_height(legends: &[(&str, &[LegendEntry])], width: f64) -> f64 {
+    let indent = stacked_indent(legends);
+    legends
+        .iter()
+        .map(|(_, e)| legend_height(e, width - indent))
+        .sum()
+}
+
+fn stacked_indent(legends: &[(&str, &[LegendEntry])]) -> f64 {
+    legends
+        .iter()
+        .filter(|(_, e)| !e.is_empty())
+        .map(|(t, _)| legend_title_width(t))
+        .fold(0.0, f64::max)
 }
