@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# The whole test suite: the Rust workspace, then the Python package (python/) built into a
-# virtual environment under target/ and tested with pytest against the CLI the workspace's
-# tests just built. Idempotent: the environment and its packages are reused when present.
+# The whole test suite: the Rust workspace, the README's tours (scripts/tours.sh), then the
+# Python package (python/) built into a virtual environment under target/ and tested with
+# pytest against the CLI the workspace's tests just built. Idempotent: the environment and
+# its packages are reused when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The real tools (cyclictest, hackbench, stress-ng) some tests run beside schedkit.
 bash scripts/deps.sh
 cargo test --workspace
+
+# The README's tours, every command as written, on a fresh `cargo install` of the binary
+# (scripts/tours.sh). `--profile test` installs the build `cargo test` has just made in the
+# same target directory instead of a release build from scratch; the README's own install
+# command is the release one.
+tours_start=$SECONDS
+bash scripts/tours.sh --profile test
+echo "scripts/test.sh: the README's tours took $((SECONDS - tours_start)) s" >&2
 
 start=$SECONDS
 target="${CARGO_TARGET_DIR:-$PWD/target}"

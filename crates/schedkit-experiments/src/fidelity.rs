@@ -24,6 +24,7 @@
 //! difference over processes (percentage points), wake-up latencies as the ratio sim / real,
 //! the rest as relative errors |sim - real| / real (percent).
 
+use crate::progress::Progress;
 use crate::stats::mean_ci;
 use crate::Error;
 use schedkit_core::report::Report;
@@ -108,15 +109,17 @@ pub fn has_sleepers(s: &Scenario) -> bool {
     s.processes.iter().any(|p| p.pattern.is_some())
 }
 
-/// Runs the experiment: real repeats through `real`, `progress` told after each run.
+/// Runs the experiment: real repeats through `real`; one `progress` step per real run and
+/// per simulated model.
 pub fn run(
     opts: &FidelityOptions,
     real: &mut dyn RealRunner,
-    progress: &mut dyn FnMut(&str),
+    progress: &dyn Progress,
 ) -> Result<FidelityResult, Error> {
     if opts.repeats == 0 {
         return Err(Error::bad_option("repeats", "0", "at least one real run"));
     }
+    progress.start((opts.scenarios.len() * (opts.repeats + opts.models.len())) as u64);
     let mut out = FidelityResult {
         real: Vec::new(),
         sim: Vec::new(),
@@ -126,10 +129,12 @@ pub fn run(
         let name = scenario_name(sc);
         let mut reals = Vec::new();
         for k in 0..opts.repeats {
+            progress.message(&format!("{name}: real run {}/{}", k + 1, opts.repeats));
             reals.push(real.run(sc)?);
-            progress(&format!("{name}: real run {}/{}", k + 1, opts.repeats));
+            progress.step();
         }
         for &model in &opts.models {
+            progress.message(&format!("{name}: simulated under {model}"));
             let mut s = sc.clone();
             s.policy.name = model;
             let (report, log, _) = schedkit_sim::simulate_report(&s, true)?;
@@ -137,9 +142,11 @@ pub fn run(
             out.rows
                 .extend(compare(&name, model, has_sleepers(sc), &m, &reals));
             out.sim.push((name.clone(), model.to_string(), m));
+            progress.step();
         }
         out.real.push((name, reals));
     }
+    progress.finish();
     Ok(out)
 }
 

@@ -231,6 +231,47 @@ pub struct CtlServer {
     thread: Option<JoinHandle<()>>,
     /// The server thread's TID, once it has left a real-time class (0 before).
     tid: Arc<AtomicI32>,
+    warnings: Arc<Warnings>,
+}
+
+/// What went wrong on the server thread that the user should hear of (a library does not
+/// print): each distinct message once, with how often it happened, since a failing accept
+/// repeats every few milliseconds.
+#[derive(Default)]
+struct Warnings(std::sync::Mutex<Vec<(String, u64)>>);
+
+impl Warnings {
+    fn push(&self, message: String) {
+        let mut w = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match w.iter_mut().find(|(m, _)| *m == message) {
+            Some((_, n)) => *n += 1,
+            None => w.push((message, 1)),
+        }
+    }
+
+    fn take(&self) -> Vec<String> {
+        let mut w = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        std::mem::take(&mut *w)
+            .into_iter()
+            .map(|(m, n)| match n {
+                1 => m,
+                n => format!("{m} ({n} times)"),
+            })
+            .collect()
+    }
+}
+
+fn unclaimed_warnings() -> std::sync::MutexGuard<'static, Vec<String>> {
+    static W: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    W.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The warnings of control sockets dropped before their owner took them with
+/// [`CtlServer::take_warnings`] (the run ended, or failed, with them pending), emptied by the
+/// call: the binary prints them before it exits, as it does the journal's
+/// ([`crate::journal::take_drop_warnings`]).
+pub fn take_unclaimed_warnings() -> Vec<String> {
+    std::mem::take(&mut *unclaimed_warnings())
 }
 
 impl CtlServer {
@@ -276,8 +317,10 @@ impl CtlServer {
         let counters = Arc::new(Counters::default());
         let stop = Arc::new(AtomicBool::new(false));
         let tid = Arc::new(AtomicI32::new(0));
+        let warnings = Arc::new(Warnings::default());
         let server = Server {
             tid: tid.clone(),
+            warnings: warnings.clone(),
             listener,
             owner,
             wake: wake_rx,
@@ -297,6 +340,7 @@ impl CtlServer {
             wake,
             thread: Some(thread),
             tid,
+            warnings,
         })
     }
 
@@ -330,6 +374,13 @@ impl CtlServer {
         }
     }
 
+    /// What went wrong on the server thread so far (a failing poll or accept, a class it
+    /// could not leave), for the run's warnings; emptied by the call. What is not taken
+    /// goes to [`take_unclaimed_warnings`] when the server is dropped.
+    pub fn take_warnings(&self) -> Vec<String> {
+        self.warnings.take()
+    }
+
     /// The server thread's TID (`None` until it has started and set its class).
     pub fn thread_id(&self) -> Option<i32> {
         Some(self.tid.load(Ordering::Acquire)).filter(|&t| t != 0)
@@ -349,6 +400,7 @@ impl Drop for CtlServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        unclaimed_warnings().extend(self.warnings.take());
     }
 }
 
@@ -361,11 +413,15 @@ struct Server {
     counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
     tid: Arc<AtomicI32>,
+    warnings: Arc<Warnings>,
 }
 
 impl Server {
     fn run(self) {
-        leave_real_time();
+        if let Err(e) = leave_real_time() {
+            self.warnings
+                .push(format!("the control socket thread stays real-time: {e}"));
+        }
         // SAFETY: gettid has no preconditions.
         self.tid.store(unsafe { libc::gettid() }, Ordering::Release);
         let mut conns: Vec<Conn> = Vec::new();
@@ -394,7 +450,7 @@ impl Server {
             if r < 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() != std::io::ErrorKind::Interrupted {
-                    eprintln!("schedkit: warning: control socket: poll: {e}");
+                    self.warnings.push(format!("control socket: poll: {e}"));
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 continue;
@@ -430,7 +486,7 @@ impl Server {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
                 Err(e) => {
                     // Out of descriptors, say: the listener stays readable; do not spin.
-                    eprintln!("schedkit: warning: control socket: accept: {e}");
+                    self.warnings.push(format!("control socket: accept: {e}"));
                     std::thread::sleep(Duration::from_millis(10));
                     return;
                 }
@@ -484,15 +540,14 @@ impl Server {
 }
 
 /// The calling thread leaves a real-time class for SCHED_OTHER (module docs).
-fn leave_real_time() {
+fn leave_real_time() -> Result<()> {
     if matches!(
         sched::get_thread(0),
         Ok(Policy::Fifo { .. } | Policy::Rr { .. } | Policy::Deadline { .. })
     ) {
-        if let Err(e) = sched::set_thread(0, Policy::Other { nice: 0 }) {
-            eprintln!("schedkit: warning: the control socket thread stays real-time: {e}");
-        }
+        sched::set_thread(0, Policy::Other { nice: 0 })?;
     }
+    Ok(())
 }
 
 enum State {
@@ -748,6 +803,31 @@ mod tests {
         let d = std::env::temp_dir().join(format!("sk-ctl-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
+    }
+
+    #[test]
+    fn server_thread_warnings_come_back_once_each_and_survive_the_drop() {
+        let d = dir("warn");
+        let srv = CtlServer::bind_at(&d.join("w.sock"), 0o600).unwrap();
+        for _ in 0..3 {
+            srv.warnings
+                .push("control socket: accept: Too many open files".into());
+        }
+        srv.warnings.push("control socket: poll: x".into());
+        assert_eq!(
+            srv.take_warnings(),
+            vec![
+                "control socket: accept: Too many open files (3 times)".to_string(),
+                "control socket: poll: x".to_string()
+            ]
+        );
+        assert!(srv.take_warnings().is_empty(), "taken once");
+        // Not taken by the run: the binary still gets them, after the drop.
+        let tag = format!("untaken warning of {}", d.display());
+        srv.warnings.push(tag.clone());
+        drop(srv);
+        assert!(take_unclaimed_warnings().contains(&tag));
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     /// Answers every request with `reply` until `client` is done; returns what was asked.

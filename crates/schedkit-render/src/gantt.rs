@@ -12,7 +12,7 @@
 //! ran longest in it, and runs of equal columns become one rectangle. So the file stays
 //! proportional to the picture, not to the trace, and what dominates each pixel is what shows.
 
-use crate::chart::{self, draw_legend, legend_height, Anchor, LegendEntry, Svg};
+use crate::chart::{self, draw_stacked_legends, stacked_legends_height, Anchor, LegendEntry, Svg};
 use schedkit_core::report::Report;
 use schedkit_core::scenario::Scenario;
 use schedkit_core::trace::{Event, Owner, TraceLog};
@@ -122,24 +122,34 @@ pub fn render_window(
     let marks_h = if jobs.is_empty() { 0.0 } else { 26.0 };
 
     let owners = scenario.processes.len() + scenario.tasks.len();
-    let mut legend: Vec<LegendEntry> = (0..owners)
+    // Two titled legends: the colours (one per process or task), then the marks drawn over
+    // them, so that "deadline miss" is not read as one more task.
+    let kind = match (scenario.processes.is_empty(), scenario.tasks.is_empty()) {
+        (false, true) => "process",
+        (true, false) => "task",
+        _ => "process or task",
+    };
+    let colours: Vec<LegendEntry> = (0..owners)
         .map(|k| LegendEntry::new(key_name(scenario, k), &chart::color(k)))
         .collect();
+    let mut marks = Vec::new();
     if !scenario.tasks.is_empty() {
-        legend.push(LegendEntry {
+        marks.push(LegendEntry {
             name: "deadline miss".into(),
             color: "#111111".into(),
             line: true,
         });
     }
     if !jobs.is_empty() {
-        legend.push(LegendEntry {
+        marks.push(LegendEntry {
             name: "job release (upper ticks) and deadline (lower, grey); bars: task #job".into(),
             color: "#777777".into(),
             line: true,
         });
     }
-    let legend_h = legend_height(&legend, WIDTH - LEFT - RIGHT);
+    let legend_w = WIDTH - LEFT - RIGHT;
+    let legends = [(kind, &colours[..]), ("marks", &marks[..])];
+    let legend_h = stacked_legends_height(&legends, legend_w);
     // Lanes shrink with the core count so 64 cores still fit on a page.
     let lane_h = (360.0 / cores as f64).clamp(8.0, 40.0);
     let lane_gap = if lane_h >= 20.0 { 8.0 } else { 2.0 };
@@ -179,16 +189,12 @@ pub fn render_window(
             },
             chart::num(end_ns as f64 / div),
             unit,
-            match (scenario.processes.is_empty(), scenario.tasks.is_empty()) {
-                (false, true) => "process",
-                (true, false) => "task",
-                _ => "process or task",
-            }
+            kind
         ),
         11.0,
         Anchor::Middle,
     );
-    draw_legend(&mut svg, &legend, LEFT, 56.0, WIDTH - LEFT - RIGHT);
+    draw_stacked_legends(&mut svg, &legends, LEFT, 56.0, legend_w);
 
     let lane_y = |core: usize| top + core as f64 * (lane_h + lane_gap);
     let x_of = |t: u64| LEFT + (t - from) as f64 / ns_per_px;
@@ -447,6 +453,18 @@ mod tests {
             assert!(svg.contains(&format!(">{p}<")), "legend/label {p}");
         }
         assert!(!svg.contains("merged sub-pixel"));
+    }
+
+    #[test]
+    fn legends_say_what_their_entries_are() {
+        let rr = run(include_str!("../../../examples/textbook/rr.toml"));
+        assert!(rr.contains(">process:</text>"), "{rr}");
+        assert!(!rr.contains(">marks:<"), "no marks, no marks legend");
+        let dhall = run(include_str!("../../../examples/realtime/dhall.toml"));
+        assert!(dhall.contains(">task:</text>"));
+        assert!(dhall.contains(">marks:</text>"));
+        // The marks are a legend of their own, under the tasks' colours.
+        assert!(dhall.find(">task:<") < dhall.find(">deadline miss<"));
     }
 
     #[test]

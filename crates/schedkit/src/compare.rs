@@ -38,11 +38,11 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
     }
     // The intervals table needs every run's trace, which `run_all` does not keep.
     let reports = if let Some(dir) = &a.parquet {
-        let runs = schedkit_io::compare::run_traced(&scenario, &policies, &Bar::plain())?;
+        let runs = schedkit_io::compare::run_traced(&scenario, &policies, &bar())?;
         crate::io_cmds::compare_parquet(dir, &scenario, &runs)?;
         runs.into_iter().map(|r| r.report).collect()
     } else {
-        run_all(&scenario, &policies, &Bar::plain())?
+        run_all(&scenario, &policies, &bar())?
     };
     if a.json {
         let doc = serde_json::json!({ "scenario": scenario.file, "reports": reports });
@@ -58,4 +58,9 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// One step per policy simulated.
+fn bar() -> Bar {
+    Bar::styled("compare [{bar:30}] {pos}/{len} policies {elapsed}<{eta}")
 }

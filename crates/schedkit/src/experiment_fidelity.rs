@@ -7,6 +7,7 @@
 
 use crate::experiment_args::{ExperimentFlags, Flag};
 use crate::failure::Failure;
+use crate::progress::Bar;
 use clap::Args;
 use schedkit_core::report::Metrics;
 use schedkit_core::scenario::{PolicyName, Scenario};
@@ -166,7 +167,7 @@ pub fn run(a: FidelityArgs) -> Result<(), Failure> {
         repeats,
         models: models.clone(),
     };
-    let result = fidelity::run(&opts, &mut Real, &mut |m| eprintln!("fidelity: {m}"))?;
+    let result = fidelity::run(&opts, &mut Real, &Bar::experiment())?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     eprintln!("fidelity: load after: {}", load.trim());
     let json = serde_json::to_string_pretty(&result).map_err(|e| anyhow::anyhow!("json: {e}"))?;

@@ -38,8 +38,12 @@ pub(crate) const VERSION: &str = concat!(
 fn main() -> ExitCode {
     let code = cli::main();
     // A journal dropped on an error path (not finished) undid what it could: what it could
-    // not is said here, by the binary.
-    for w in schedkit_linux::journal::take_drop_warnings() {
+    // not is said here, by the binary; so is what went wrong on a run's control socket
+    // thread (a failing accept, say) that the run did not report itself.
+    for w in schedkit_linux::journal::take_drop_warnings()
+        .into_iter()
+        .chain(schedkit_linux::ctl::take_unclaimed_warnings())
+    {
         eprintln!("schedkit: warning: {w}");
     }
     code

@@ -21,7 +21,6 @@ mod one;
 pub use one::OneArgs;
 use one::{attach, exclusive_config, request_of, wait_of};
 use schedkit_linux::perf::CounterKind;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// Exit status for missing privileges, or a run that cannot do what the scenario asks.
@@ -308,29 +307,20 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     opts.allow_degraded = a.allow_degraded;
     let bounded = a.command.is_empty() || horizon.is_some();
     opts.bounded = bounded;
-    let bar = if std::io::stdout().is_terminal() && std::io::stderr().is_terminal() && bounded {
-        let b = indicatif::ProgressBar::new(1000);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {percent:>3}% of the horizon · {elapsed} elapsed, ETA {eta}",
-            )
-            .expect("template"),
-        );
-        Some(b)
-    } else {
-        None
-    };
-    if let Some(b) = bar.clone() {
-        opts.progress = Some(Box::new(move |f| b.set_position((f * 1000.0) as u64)));
-    }
-    opts.notice = Some(Box::new(|n| eprintln!("schedkit: {n}")));
+    let bar = crate::progress::RunBar::new(
+        bounded,
+        "the run ends when the command exits (Ctrl-C ends it sooner)",
+    );
+    opts.progress = bar.callback();
+    let b = bar.clone();
+    opts.notice = Some(Box::new(move |n| b.eprintln(&format!("schedkit: {n}"))));
+    bar.show();
     if let Some(plan) = oneshot.filter(|p| !p.exclusive && *p != Default::default()) {
         one::before_exec(&mut opts, plan, &a.command[0]);
     }
-    let outcome = engine::run(&scenario, opts)?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    let outcome = engine::run(&scenario, opts);
+    bar.finish();
+    let outcome = outcome?;
     for w in &outcome.warnings {
         eprintln!("schedkit: warning: {w}");
     }

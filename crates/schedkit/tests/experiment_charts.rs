@@ -2,7 +2,8 @@
 //! have a simulated part), read back as SVG: a title, labelled axes, a titled legend where
 //! there is data, and no empty plot without a "no data" note. The experiments that only run
 //! real work refuse `--sim-only` with exit 2 and a reason, and the shared output flags are
-//! accepted by every experiment.
+//! accepted by every experiment. The Gantt charts of `sim --gantt` and the chart of
+//! `compare --chart` have titled legends too.
 
 mod common;
 
@@ -20,6 +21,19 @@ fn texts(svg: &str) -> Vec<(&str, &str)> {
         rest = &rest[close..];
     }
     out
+}
+
+/// The titles of a chart's legends: bold 12 px text ending in a colon.
+fn legend_titles(svg: &str) -> Vec<&str> {
+    texts(svg)
+        .into_iter()
+        .filter(|(a, c)| {
+            a.contains(r#"font-weight="bold""#)
+                && a.contains(r#"font-size="12""#)
+                && c.ends_with(':')
+        })
+        .map(|(_, c)| c)
+        .collect()
 }
 
 /// Checks one experiment chart; returns what is wrong with it.
@@ -64,10 +78,7 @@ fn chart_defects(svg: &str) -> Vec<String> {
         if entries == 0 {
             bad.push("data but no legend".into());
         }
-        let titled = t
-            .iter()
-            .any(|(a, c)| bold(a) && a.contains(r#"font-size="12""#) && c.ends_with(':'));
-        if entries > 1 && !titled {
+        if entries > 1 && legend_titles(svg).is_empty() {
             bad.push("a legend without a title".into());
         }
     }
@@ -282,5 +293,56 @@ fn every_experiment_takes_the_shared_output_flags() {
         ] {
             assert!(help.contains(flag), "{name} --help lacks {flag}");
         }
+    }
+}
+
+#[test]
+fn gantt_and_compare_legends_are_titled() {
+    let d = tempfile::tempdir().unwrap();
+    let ex = |f: &str| common::root().join("examples").join(f);
+    let q = ex("quickstart.toml");
+    let dhall = ex("realtime/dhall.toml");
+    let rr = ex("textbook/rr.toml");
+    for (args, file, titles) in [
+        (
+            vec!["sim", q.to_str().unwrap(), "--gantt", "q.svg"],
+            "q.svg",
+            &["process:"][..],
+        ),
+        // Real-time: the tasks' colours, then the marks over them, each titled.
+        (
+            vec!["sim", dhall.to_str().unwrap(), "--gantt", "d.svg"],
+            "d.svg",
+            &["task:", "marks:"][..],
+        ),
+        (
+            vec![
+                "compare",
+                rr.to_str().unwrap(),
+                "--policies",
+                "fcfs,rr",
+                "--chart",
+                "c.svg",
+            ],
+            "c.svg",
+            &["policy:"][..],
+        ),
+    ] {
+        let o = schedkit(&args, d.path());
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let path = d.path().join(file);
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let found = legend_titles(&svg);
+        for t in titles {
+            assert!(
+                found.contains(t),
+                "{file}: legend titles {found:?}, want {t}"
+            );
+        }
+        renders(&path);
     }
 }

@@ -1,7 +1,7 @@
 //! The way in for a new user: every subcommand's help has examples, `sim` and `compare` list
 //! the policies, `schedkit policies` says which engine runs each, `--version` names the
-//! commit, and the shell completions and man pages are generated (and name every
-//! subcommand).
+//! commit, the shell completions and man pages are generated (and name every subcommand),
+//! and the long commands show progress on a terminal and nothing on a pipe.
 
 mod common;
 
@@ -177,4 +177,139 @@ fn man_pages_for_schedkit_and_every_subcommand() {
         sim.contains("eevdf") && sim.contains("max\\-events"),
         "{sim}"
     );
+}
+
+/// The long commands of a tour, small enough for a test (each a second or less).
+fn long_commands(out: &str) -> Vec<Vec<String>> {
+    let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut cmds = vec![
+        v(&["experiment", "gang", "--sim-only", "--quick", "--out", out]),
+        v(&[
+            "experiment",
+            "greedy",
+            "--sim-only",
+            "--quick",
+            "--out",
+            out,
+        ]),
+        v(&[
+            "compare",
+            "examples/textbook/rr.toml",
+            "--policies",
+            "fcfs,rr",
+        ]),
+        v(&[
+            "sim",
+            "examples/realtime/sweep.toml",
+            "--sweep",
+            "seeds=1..3",
+            "--utilisations",
+            "0.6",
+            "--policies",
+            "gedf",
+        ]),
+        v(&["bench", "sim", "--quick", "--repeats", "1", "--only", "rr"]),
+    ];
+    if common::is_root() {
+        // Bounded by its horizon (a bar), and by its command alone (a spinner).
+        cmds.push(v(&[
+            "run",
+            "--wait",
+            "--horizon",
+            "300ms",
+            "--",
+            "sleep",
+            "1",
+        ]));
+        cmds.push(v(&["run", "--wait", "--", "sleep", "0.3"]));
+    } else {
+        eprintln!("not root: `schedkit run` left out of the progress checks");
+    }
+    cmds
+}
+
+/// With stderr a pipe (every script, every CI log), the long commands draw no progress: no
+/// carriage return, no escape sequence, no bar.
+#[test]
+fn long_commands_draw_no_progress_when_stderr_is_not_a_terminal() {
+    let d = tempfile::tempdir().unwrap();
+    for args in long_commands(d.path().to_str().unwrap()) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = schedkit(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{args:?}: {err}");
+        assert!(
+            !err.contains('\r') && !err.contains('\u{1b}') && !err.contains("ETA"),
+            "{args:?} drew progress into a pipe: {err:?}"
+        );
+    }
+}
+
+/// Runs schedkit in the repository root with stderr on a new pseudo-terminal (100 columns)
+/// and stdout on a pipe; returns whether it succeeded and what the terminal received.
+fn with_stderr_on_a_terminal(args: &[&str]) -> (bool, String) {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    // SAFETY: plain libc calls on descriptors this function owns; `name` holds the path
+    // ptsname_r writes, NUL-terminated.
+    let (master, slave) = unsafe {
+        let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(m >= 0, "posix_openpt");
+        assert_eq!(libc::grantpt(m), 0);
+        assert_eq!(libc::unlockpt(m), 0);
+        let ws = libc::winsize {
+            ws_row: 30,
+            ws_col: 100,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        assert_eq!(libc::ioctl(m, libc::TIOCSWINSZ, &ws), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(m, name.as_mut_ptr(), name.len()), 0);
+        let path = std::ffi::CStr::from_ptr(name.as_ptr()).to_str().unwrap();
+        let slave = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap();
+        (std::fs::File::from_raw_fd(m), slave)
+    };
+    // The master reads until every copy of the terminal's other end is closed (EIO).
+    let reader = std::thread::spawn(move || {
+        let mut master = master;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        got
+    });
+    let status = Command::new(common::BIN)
+        .args(args)
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(slave)
+        .status()
+        .expect("run schedkit");
+    let got = reader.join().unwrap();
+    (status.success(), String::from_utf8_lossy(&got).into_owned())
+}
+
+/// With stderr a terminal (stdout need not be one), the same commands show their progress.
+#[test]
+fn long_commands_show_progress_when_stderr_is_a_terminal() {
+    let d = tempfile::tempdir().unwrap();
+    for args in long_commands(d.path().to_str().unwrap()) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (ok, term) = with_stderr_on_a_terminal(&args);
+        assert!(ok, "{args:?}: {term}");
+        // Every bar and spinner shows elapsed time or what is left.
+        assert!(
+            term.contains("ETA") || term.contains("elapsed") || term.contains('<'),
+            "{args:?} showed no progress on a terminal: {term:?}"
+        );
+    }
 }

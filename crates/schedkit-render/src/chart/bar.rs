@@ -114,7 +114,7 @@ impl Chart for BarChart {
                 line: true,
             });
         }
-        let top = header_titled(
+        let top = header(
             svg,
             area,
             &self.title,

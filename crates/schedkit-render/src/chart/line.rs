@@ -70,7 +70,7 @@ impl Chart for LineChart {
             .enumerate()
             .map(|(i, s)| LegendEntry::new(&s.name, &color(i)))
             .collect();
-        let top = header_titled(
+        let top = header(
             svg,
             area,
             &self.title,

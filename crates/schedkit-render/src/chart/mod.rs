@@ -96,13 +96,9 @@ pub fn grid(title: &str, charts: &[&dyn Chart], cols: usize, panel_w: f64, panel
     svg.finish()
 }
 
-/// Draws the title and legend at the top of `area`; returns the y where the plot may start.
-fn header(svg: &mut Svg, area: Rect, title: &str, legend: &[LegendEntry]) -> f64 {
-    header_titled(svg, area, title, None, legend)
-}
-
-/// [`header`] with the legend's own title (what its entries are) before its first entry.
-fn header_titled(
+/// Draws the title and the titled legend at the top of `area`; returns the y where the plot
+/// may start.
+fn header(
     svg: &mut Svg,
     area: Rect,
     title: &str,
@@ -121,16 +117,7 @@ fn header_titled(
     );
     y += TITLE_FONT + 10.0;
     if !legend.is_empty() {
-        let mut x = area.x + 60.0;
-        let mut w = area.w - 80.0;
-        if let Some(t) = legend_title {
-            let t = format!("{t}:");
-            svg.text_rot(x, y + 13.0, &t, LEGEND_FONT, Anchor::Start, true, 0.0);
-            let tw = text_width(&t, LEGEND_FONT) * 1.1 + 10.0;
-            x += tw;
-            w -= tw;
-        }
-        y += draw_legend(svg, legend, x, y, w) + 6.0;
+        y += draw_titled_legend(svg, legend_title, legend, area.x + 60.0, y, area.w - 80.0) + 6.0;
     }
     y
 }

@@ -25,6 +25,8 @@ pub struct StackedBarChart {
     pub x: Axis,
     pub rows: Vec<String>,
     pub segments: Vec<Segment>,
+    /// What the segments are ("process"), the legend's title.
+    pub legend_title: Option<String>,
 }
 
 impl StackedBarChart {
@@ -34,6 +36,7 @@ impl StackedBarChart {
             x,
             rows,
             segments: Vec::new(),
+            legend_title: None,
         }
     }
 
@@ -56,7 +59,13 @@ impl Chart for StackedBarChart {
             .enumerate()
             .map(|(i, s)| LegendEntry::new(&s.name, &color(i)))
             .collect();
-        let top = header(svg, area, &self.title, &legend);
+        let top = header(
+            svg,
+            area,
+            &self.title,
+            self.legend_title.as_deref(),
+            &legend,
+        );
         let label_w = self
             .rows
             .iter()

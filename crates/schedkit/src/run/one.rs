@@ -207,6 +207,11 @@ pub(super) fn attach(a: &RunArgs, req: Request) -> Result<(), Failure> {
         eprintln!("schedkit: note: {n}");
     }
     engine::install_signal_handlers();
+    let bar = crate::progress::RunBar::new(
+        false,
+        "in force until --for passes, the work ends, or Ctrl-C (then undone)",
+    );
+    let notice_bar = bar.clone();
     let o = AttachOptions {
         target,
         exclusive: exclusive_config(a, system, a.priority.unwrap_or(99)),
@@ -222,9 +227,16 @@ pub(super) fn attach(a: &RunArgs, req: Request) -> Result<(), Failure> {
         roots,
         state_dir: schedkit_linux::journal::state_dir(),
         stop: Default::default(),
-        notice: Some(Box::new(|n| eprintln!("schedkit: {n}"))),
+        notice: Some(Box::new(move |n| {
+            // Printed once the changes are in force: from then on the spinner turns until
+            // the end (--for, Ctrl-C, or the work is gone).
+            notice_bar.eprintln(&format!("schedkit: {n}"));
+            notice_bar.tick_every(std::time::Duration::from_millis(500));
+        })),
     };
-    let r = attach::run(o)?;
+    let r = attach::run(o);
+    bar.finish();
+    let r = r?;
     for w in &r.warnings {
         eprintln!("schedkit: warning: {w}");
     }
