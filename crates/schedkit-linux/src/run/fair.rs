@@ -1,6 +1,7 @@
 //! The fair-share policies on real threads: [`FairRun`], the controller loop, and
 //! [`FairReport`], what it did.
 
+use super::host::{Apply, Host};
 use super::policy::RunPolicy;
 use super::sampler::{SamplerReport, Track};
 use crate::affinity::{self, CpuSet};
@@ -9,6 +10,7 @@ use crate::privilege::Privileges;
 use crate::sched::{self, Policy};
 use crate::workload::{self};
 use crate::{Error, Result, Roots};
+use schedkit_core::control::{Action, ThreadView};
 use schedkit_core::scenario::{PolicyName, Scenario};
 use schedkit_core::trace::Event;
 use schedkit_core::Nanos;
@@ -102,7 +104,8 @@ impl FairReport {
 /// ([`GangRun`](super::GangRun)).
 pub struct FairRun {
     policy: String,
-    controller: Option<Box<dyn schedkit_core::control::Controller>>,
+    /// The controller, hosted by the one host ([`Host`]).
+    host: Option<Host>,
     period: u64,
     pub(super) next_tick: u64,
     cgroups: Option<crate::cgroup::CpuGroups>,
@@ -130,8 +133,6 @@ pub struct FairRun {
     ctl: Option<crate::ctl::CtlServer>,
     ctl_path: Option<PathBuf>,
     ctl_refused: u64,
-    views: Vec<schedkit_core::control::ThreadView>,
-    actions: Vec<schedkit_core::control::Action>,
     nice_warned: bool,
     /// global-fair: pin each thread to the CPU it is first seen on.
     pin_first_seen: bool,
@@ -192,7 +193,7 @@ impl FairRun {
         journal: &mut Journal,
         state_dir: &std::path::Path,
     ) -> Result<FairRun> {
-        let (name, period, controller) = match policy {
+        let (name, period, host) = match policy {
             RunPolicy::Fair { name, period } => {
                 let mut sc = scenario.clone();
                 sc.policy.name = *name;
@@ -203,15 +204,14 @@ impl FairRun {
                         scenario.file
                     ))
                 })?;
-                // Refuse now what `tick_controller` could not apply later.
-                let missing = schedkit_core::control::unsupported(c.as_ref(), FAIR_APPLIES);
-                if !missing.is_empty() {
-                    return Err(Error::Input(format!(
+                // Refuse now what `tick` could not apply later.
+                let host = Host::new(c, FAIR_APPLIES, "the fair-share engine").map_err(|missing| {
+                    Error::Input(format!(
                         "{}: policy.name: `{name}`'s controller may ask for {missing:?}, which the fair-share engine cannot apply",
                         scenario.file
-                    )));
-                }
-                (*name, period.0.max(1_000_000), Some(c))
+                    ))
+                })?;
+                (*name, period.0.max(1_000_000), Some(host))
             }
             _ => (
                 PolicyName::ProcessFair,
@@ -222,7 +222,7 @@ impl FairRun {
         let tenants = name == PolicyName::Tenants;
         let mut run = FairRun {
             policy: name.to_string(),
-            controller,
+            host,
             period,
             next_tick: 0,
             cgroups: None,
@@ -245,8 +245,6 @@ impl FairRun {
             ctl: None,
             ctl_path: None,
             ctl_refused: 0,
-            views: Vec::new(),
-            actions: Vec::new(),
             nice_warned: false,
             pin_first_seen: name == PolicyName::GlobalFair,
             trim: None,
@@ -259,81 +257,9 @@ impl FairRun {
             raised: None,
         };
         if name == PolicyName::ProcessFair || tenants {
-            let mut cg = crate::cgroup::CpuGroups::create(roots, journal)?;
-            cg.set_parent_load(
-                scenario
-                    .processes
-                    .iter()
-                    .map(|p| p.weight * p.threads.max(1) as u64)
-                    .sum(),
-            )?;
-            if tenants {
-                for g in &scenario.groups {
-                    let i = cg.add(journal, &g.name, None, g.weight)?;
-                    run.cg_of_group.push(i);
-                }
-                for p in &scenario.processes {
-                    // A tenant of several processes splits its weight among them by their
-                    // weights (one cgroup each inside the tenant's); a lone member uses the
-                    // tenant's cgroup; an ungrouped process is its own tenant of weight
-                    // w/1024 (a nice-0 process weighs as much as a tenant of weight 1, as in
-                    // the simulator's tenants controller).
-                    let i = match p.group {
-                        Some(g) => {
-                            let members = scenario
-                                .processes
-                                .iter()
-                                .filter(|q| q.group == Some(g))
-                                .count();
-                            if members > 1 {
-                                let w = ((p.weight * 100 + 512) / 1024).clamp(1, 10_000);
-                                cg.add(journal, &p.name, Some(run.cg_of_group[g]), w)?
-                            } else {
-                                run.cg_of_group[g]
-                            }
-                        }
-                        None => {
-                            let w = ((p.weight + 512) / 1024).clamp(1, 10_000);
-                            cg.add(journal, &p.name, None, w)?
-                        }
-                    };
-                    run.cg_of_process.push(i);
-                }
-                let srv = crate::ctl::CtlServer::bind(state_dir)?;
-                run.notices.push(format!(
-                    "control socket {} (schedkit ctl set-weight GROUP WEIGHT; schedkit ctl status)",
-                    srv.path().display()
-                ));
-                run.ctl_path = Some(srv.path().into());
-                run.ctl = Some(srv);
-            } else {
-                // Equal weights: the default of a new cgroup, written explicitly.
-                for p in &scenario.processes {
-                    let i = cg.add(journal, &p.name, None, 100)?;
-                    run.cg_of_process.push(i);
-                }
-            }
-            run.cgroups = Some(cg);
-            if scenario.policy.trim {
-                // Top-level entities: each group's cgroup, and each ungrouped process's.
-                let mut entity_of_group = vec![None; scenario.groups.len()];
-                for (p, sp) in scenario.processes.iter().enumerate() {
-                    let e = match sp.group.filter(|_| tenants) {
-                        Some(g) => *entity_of_group[g].get_or_insert_with(|| {
-                            run.trim_cgroup.push(run.cg_of_group[g]);
-                            run.trim_cgroup.len() - 1
-                        }),
-                        None => {
-                            run.trim_cgroup.push(run.cg_of_process[p]);
-                            run.trim_cgroup.len() - 1
-                        }
-                    };
-                    run.trim_entity_of_process.push(e);
-                }
-                run.trim = Some(crate::trim::ShareTrim::new());
-            }
+            run.create_cgroups(scenario, roots, journal, state_dir, tenants)?;
         }
-        if run.controller.is_none() && run.trim.is_none() {
+        if run.host.is_none() && run.trim.is_none() {
             run.next_tick = u64::MAX; // process-fair without trim: the cgroups do it all
         }
         // The engine thread samples, ticks and serves the socket: it must not queue behind the
@@ -346,6 +272,94 @@ impl FairRun {
             run.start_warnings.push(format!("{name}: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); controller periods may be late under load"));
         }
         Ok(run)
+    }
+
+    /// process-fair and tenants: a cgroup per scenario process (tenants: per group, and per
+    /// member of a group of several, at the group's weight split by the members' weights),
+    /// the control socket (tenants), and the share trim's entities when the scenario asks
+    /// for it.
+    fn create_cgroups(
+        &mut self,
+        scenario: &Scenario,
+        roots: &Roots,
+        journal: &mut Journal,
+        state_dir: &std::path::Path,
+        tenants: bool,
+    ) -> Result<()> {
+        let mut cg = crate::cgroup::CpuGroups::create(roots, journal)?;
+        cg.set_parent_load(
+            scenario
+                .processes
+                .iter()
+                .map(|p| p.weight * p.threads.max(1) as u64)
+                .sum(),
+        )?;
+        if tenants {
+            for g in &scenario.groups {
+                let i = cg.add(journal, &g.name, None, g.weight)?;
+                self.cg_of_group.push(i);
+            }
+            for p in &scenario.processes {
+                // A tenant of several processes splits its weight among them by their
+                // weights (one cgroup each inside the tenant's); a lone member uses the
+                // tenant's cgroup; an ungrouped process is its own tenant of weight
+                // w/1024 (a nice-0 process weighs as much as a tenant of weight 1, as in
+                // the simulator's tenants controller).
+                let i = match p.group {
+                    Some(g) => {
+                        let members = scenario
+                            .processes
+                            .iter()
+                            .filter(|q| q.group == Some(g))
+                            .count();
+                        if members > 1 {
+                            let w = ((p.weight * 100 + 512) / 1024).clamp(1, 10_000);
+                            cg.add(journal, &p.name, Some(self.cg_of_group[g]), w)?
+                        } else {
+                            self.cg_of_group[g]
+                        }
+                    }
+                    None => {
+                        let w = ((p.weight + 512) / 1024).clamp(1, 10_000);
+                        cg.add(journal, &p.name, None, w)?
+                    }
+                };
+                self.cg_of_process.push(i);
+            }
+            let srv = crate::ctl::CtlServer::bind(state_dir)?;
+            self.notices.push(format!(
+                "control socket {} (schedkit ctl set-weight GROUP WEIGHT; schedkit ctl status)",
+                srv.path().display()
+            ));
+            self.ctl_path = Some(srv.path().into());
+            self.ctl = Some(srv);
+        } else {
+            // Equal weights: the default of a new cgroup, written explicitly.
+            for p in &scenario.processes {
+                let i = cg.add(journal, &p.name, None, 100)?;
+                self.cg_of_process.push(i);
+            }
+        }
+        self.cgroups = Some(cg);
+        if scenario.policy.trim {
+            // Top-level entities: each group's cgroup, and each ungrouped process's.
+            let mut entity_of_group = vec![None; scenario.groups.len()];
+            for (p, sp) in scenario.processes.iter().enumerate() {
+                let e = match sp.group.filter(|_| tenants) {
+                    Some(g) => *entity_of_group[g].get_or_insert_with(|| {
+                        self.trim_cgroup.push(self.cg_of_group[g]);
+                        self.trim_cgroup.len() - 1
+                    }),
+                    None => {
+                        self.trim_cgroup.push(self.cg_of_process[p]);
+                        self.trim_cgroup.len() - 1
+                    }
+                };
+                self.trim_entity_of_process.push(e);
+            }
+            self.trim = Some(crate::trim::ShareTrim::new());
+        }
+        Ok(())
     }
 
     /// The parent cgroup's weight follows the job's live threads (a command that forks 400
@@ -548,14 +562,14 @@ impl FairRun {
         }
         self.update_parent_load(scenario, tracks);
         self.trim_tick(now, tracks, warnings);
-        let Some(mut ctl) = self.controller.take() else {
+        let Some(mut host) = self.host.take() else {
             self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);
             return;
         };
-        self.views.clear();
+        let mut views = Vec::new();
         for tr in live() {
             let sp = &scenario.processes[tr.process];
-            self.views.push(schedkit_core::control::ThreadView {
+            views.push(ThreadView {
                 id: tr.tid as u64,
                 process: tr.process,
                 index: tr.index as usize,
@@ -569,102 +583,29 @@ impl FairRun {
             // Threads seen for the first time keep the nice their placement gave them.
             self.nice.entry(tr.tid).or_insert(sp.nice);
         }
-        // Tracks go in order of first sighting across processes; the controller contract
-        // promises the engine-independent (process, thread number) order.
-        self.views
-            .sort_unstable_by_key(schedkit_core::control::ThreadView::key);
-        self.max_threads = self.max_threads.max(self.views.len());
+        // Tracks go in order of first sighting across processes; the host sorts them into
+        // the engine-independent (process, thread number) order the controller contract
+        // promises.
+        let views = host.set_threads(views);
+        self.max_threads = self.max_threads.max(views.len());
         if self.pin_first_seen {
-            self.place_new_threads(scenario, cores, tracks, by_tid, journal);
+            self.place_new_threads(scenario, cores, views, (tracks, by_tid), journal);
         }
-        self.actions.clear();
-        ctl.tick(
-            &schedkit_core::control::Snapshot {
-                now: Nanos(now),
-                cores,
-                threads: &self.views,
-                group_weights: &self.group_weights,
-                scenario,
-            },
-            &mut self.actions,
-        );
-        let actions = std::mem::take(&mut self.actions);
-        for a in &actions {
-            use schedkit_core::control::Action;
-            let track_of = |id: u64| {
-                by_tid
-                    .get(&(id as i32))
-                    .map(|&i| &tracks[i])
-                    .filter(|t| !t.finished)
-            };
-            match *a {
-                Action::SetWeight { thread, weight } => {
-                    self.weight.insert(thread as i32, weight);
-                    let Some(tr) = track_of(thread).filter(|_| self.thread_weights) else {
-                        continue;
-                    };
-                    let nice = schedkit_core::weights::nearest_nice(weight as f64);
-                    if self.nice.get(&tr.tid) == Some(&nice)
-                        && self.sched_journaled.contains(&tr.tid)
-                    {
-                        continue;
-                    }
-                    if self.sched_journaled.insert(tr.tid) {
-                        // First change of this thread: its original class and nice go into
-                        // the journal before anything changes.
-                        if let Err(e) = journal.set_sched(tr.pid, tr.tid, Policy::Other { nice }) {
-                            // A thread that ended since the sample is not worth a warning.
-                            if matches!(e, Error::Privilege(_))
-                                || matches!(e.errno(), Some(libc::EPERM | libc::EACCES))
-                            {
-                                self.warn_nice(warnings, &e.to_string());
-                            }
-                            self.sched_journaled.remove(&tr.tid);
-                            continue;
-                        }
-                    } else if let Err(e) = set_nice(tr.tid, nice) {
-                        if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
-                            self.warn_nice(warnings, &e.to_string());
-                        }
-                        continue;
-                    }
-                    self.nice.insert(tr.tid, nice);
-                    self.nice_changes += 1;
-                    events.push(Event::WeightChange {
-                        t: Nanos(now),
-                        slot: tr.slot,
-                        weight,
-                    });
-                }
-                Action::Migrate { thread, core } => {
-                    let Some(tr) = track_of(thread) else { continue };
-                    let set = CpuSet::single(core);
-                    let r = if self.affinity_journaled.insert(tr.tid) {
-                        journal.set_affinity(tr.pid, tr.tid, &set)
-                    } else {
-                        affinity::set_thread(tr.tid, &set)
-                    };
-                    if r.is_ok() {
-                        self.migrations += 1;
-                    }
-                }
-                Action::SetGroupWeight { group, weight } => {
-                    if let Err(e) = self.set_group_weight(group, weight, now, scenario, events) {
-                        warnings.push(format!("group weight not set: {e}"));
-                    }
-                }
-                // Refused when the run was built (FAIR_APPLIES); a controller that pushes one
-                // anyway breaks its own `emits` contract, and the run says so.
-                Action::Stop { .. } | Action::Resume { .. } => {
-                    warnings.push(format!(
-                        "{}: refused {a:?}: the fair-share engine cannot stop or resume",
-                        ctl.name()
-                    ));
-                }
-            }
-        }
-        self.actions = actions;
-        self.controller = Some(ctl);
+        // (The snapshot's group weights are those before this tick's actions.)
+        let group_weights = self.group_weights.clone();
+        let mut apply = FairApply {
+            run: self,
+            now,
+            scenario,
+            tracks: (tracks, by_tid),
+            journal,
+            events,
+            warnings,
+        };
+        // FairApply never fails: what it cannot apply is a warning.
+        let _ = host.tick(Nanos(now), cores, &group_weights, scenario, &mut apply);
+        warnings.append(&mut host.refused);
+        self.host = Some(host);
         self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);
     }
 
@@ -714,13 +655,13 @@ impl FairRun {
         &mut self,
         scenario: &Scenario,
         cores: usize,
-        tracks: &[Track],
-        by_tid: &HashMap<i32, usize>,
+        views: &mut [ThreadView],
+        (tracks, by_tid): (&[Track], &HashMap<i32, usize>),
         journal: &mut Journal,
     ) {
         let mut load = vec![0u64; cores];
         let mut new: Vec<usize> = Vec::new();
-        for (k, v) in self.views.iter().enumerate() {
+        for (k, v) in views.iter().enumerate() {
             let tid = v.id as i32;
             let fixed = scenario.processes[v.process].cpus.is_some();
             if self.affinity_journaled.contains(&tid) || fixed {
@@ -731,9 +672,9 @@ impl FairRun {
                 new.push(k);
             }
         }
-        new.sort_by_key(|&k| (std::cmp::Reverse(self.views[k].weight), self.views[k].id));
+        new.sort_by_key(|&k| (std::cmp::Reverse(views[k].weight), views[k].id));
         for k in new {
-            let v = &self.views[k];
+            let v = &views[k];
             let here = v.core.filter(|&c| c < cores);
             let Some(c) = (0..cores).min_by_key(|&c| (load[c], Some(c) != here)) else {
                 return;
@@ -750,7 +691,7 @@ impl FairRun {
                 // time has usually just started (seen here blocked in its start-up, several
                 // threads of the global example all went to one CPU).
                 load[c] += v.weight;
-                self.views[k].core = Some(c);
+                views[k].core = Some(c);
             }
         }
     }
@@ -812,5 +753,103 @@ impl FairRun {
             },
             trim_writes: self.trim_writes,
         }
+    }
+}
+
+/// The fair-share engine's side of the host ([`Host`]): one controller action on the live
+/// threads, through the journal (see [`FairRun`]'s docs for what each does).
+struct FairApply<'a> {
+    run: &'a mut FairRun,
+    now: u64,
+    scenario: &'a Scenario,
+    tracks: (&'a [Track], &'a HashMap<i32, usize>),
+    journal: &'a mut Journal,
+    events: &'a mut Vec<Event>,
+    warnings: &'a mut Vec<String>,
+}
+
+impl FairApply<'_> {
+    /// A live thread by its handle (TID); `None` once it ended.
+    fn track_of(&self, id: u64) -> Option<&Track> {
+        let (tracks, by_tid) = self.tracks;
+        by_tid
+            .get(&(id as i32))
+            .map(|&i| &tracks[i])
+            .filter(|t| !t.finished)
+    }
+
+    /// `SetWeight`: the nearest nice value, the first change of a thread journaled.
+    fn set_weight(&mut self, thread: u64, weight: u64) {
+        self.run.weight.insert(thread as i32, weight);
+        let Some(tr) = self.track_of(thread).filter(|_| self.run.thread_weights) else {
+            return;
+        };
+        let (pid, tid, slot) = (tr.pid, tr.tid, tr.slot);
+        let run = &mut *self.run;
+        let nice = schedkit_core::weights::nearest_nice(weight as f64);
+        if run.nice.get(&tid) == Some(&nice) && run.sched_journaled.contains(&tid) {
+            return;
+        }
+        if run.sched_journaled.insert(tid) {
+            // First change of this thread: its original class and nice go into the journal
+            // before anything changes.
+            if let Err(e) = self.journal.set_sched(pid, tid, Policy::Other { nice }) {
+                // A thread that ended since the sample is not worth a warning.
+                if matches!(e, Error::Privilege(_))
+                    || matches!(e.errno(), Some(libc::EPERM | libc::EACCES))
+                {
+                    run.warn_nice(self.warnings, &e.to_string());
+                }
+                run.sched_journaled.remove(&tid);
+                return;
+            }
+        } else if let Err(e) = set_nice(tid, nice) {
+            if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
+                run.warn_nice(self.warnings, &e.to_string());
+            }
+            return;
+        }
+        run.nice.insert(tid, nice);
+        run.nice_changes += 1;
+        self.events.push(Event::WeightChange {
+            t: Nanos(self.now),
+            slot,
+            weight,
+        });
+    }
+}
+
+impl Apply for FairApply<'_> {
+    fn apply(&mut self, action: &Action) -> Result<()> {
+        match *action {
+            Action::SetWeight { thread, weight } => self.set_weight(thread, weight),
+            Action::Migrate { thread, core } => {
+                let Some(tr) = self.track_of(thread) else {
+                    return Ok(());
+                };
+                let (pid, tid) = (tr.pid, tr.tid);
+                let set = CpuSet::single(core);
+                let r = if self.run.affinity_journaled.insert(tid) {
+                    self.journal.set_affinity(pid, tid, &set)
+                } else {
+                    affinity::set_thread(tid, &set)
+                };
+                if r.is_ok() {
+                    self.run.migrations += 1;
+                }
+            }
+            Action::SetGroupWeight { group, weight } => {
+                if let Err(e) =
+                    self.run
+                        .set_group_weight(group, weight, self.now, self.scenario, self.events)
+                {
+                    self.warnings.push(format!("group weight not set: {e}"));
+                }
+            }
+            // Never handed over: not in FAIR_APPLIES, so the host refuses them aloud (a
+            // controller declaring them is refused when the run is built).
+            Action::Stop { .. } | Action::Resume { .. } => {}
+        }
+        Ok(())
     }
 }

@@ -2,11 +2,12 @@
 //! threads, `Migrate` with `sched_setaffinity` and `Stop`/`Resume` with the
 //! [`Freezer`](crate::freezer::Freezer).
 
+use super::host::{Apply, Host};
 use crate::affinity::{self, CpuSet};
 use crate::freezer::{Freezer, Member};
 use crate::journal::Journal;
 use crate::{Result, Roots};
-use schedkit_core::control::{Action, Controller, Snapshot, ThreadView};
+use schedkit_core::control::{Action, ActionKind, ThreadView};
 use schedkit_core::controllers::gang::Gang;
 use schedkit_core::scenario::Scenario;
 use schedkit_core::Nanos;
@@ -42,7 +43,8 @@ pub struct GangRunReport {
 /// Applies the gang controller's actions to real threads: `Migrate` with
 /// `sched_setaffinity`, `Stop`/`Resume` with the [`Freezer`].
 pub struct GangRun {
-    ctl: Gang,
+    /// The gang matrix controller, hosted by the one host ([`Host`]).
+    host: Host,
     freezer: Freezer,
     /// Matrix column -> CPU: the CPUs schedkit may use (so `taskset -c 0,1 schedkit run`
     /// gangs on two CPUs of a larger machine).
@@ -57,7 +59,7 @@ pub struct GangRun {
 }
 
 impl GangRun {
-    pub fn new(roots: &Roots, quantum: Nanos) -> GangRun {
+    pub fn new(roots: &Roots, quantum: Nanos) -> Result<GangRun> {
         let cpus: Vec<usize> = affinity::get_thread(0)
             .map(|s| s.iter().collect())
             .unwrap_or_default();
@@ -70,20 +72,30 @@ impl GangRun {
         if crate::sched::set_thread(0, crate::sched::Policy::Fifo { priority: 10 }).is_err() {
             start_warnings.push("gang: the engine thread stays SCHED_OTHER (no CAP_SYS_NICE); slot switches may be late under load".to_string());
         }
-        GangRun {
-            ctl: Gang::new(quantum, cpus.len()),
+        let host = Host::new(
+            Box::new(Gang::new(quantum, cpus.len())),
+            GANG_APPLIES,
+            "the gang engine",
+        )
+        .map_err(|missing| {
+            crate::Error::Input(format!(
+                "gang: the controller may ask for {missing:?}, which the gang engine cannot apply"
+            ))
+        })?;
+        Ok(GangRun {
+            host,
             freezer: Freezer::detect(roots),
             cpus,
             start_warnings,
             refused: Vec::new(),
             switch_ns: Vec::new(),
             old_class,
-        }
+        })
     }
 
     /// How long until the controller wants to act again.
     pub fn period(&self) -> std::time::Duration {
-        std::time::Duration::from_nanos(self.ctl.period().0)
+        std::time::Duration::from_nanos(self.host.period().0)
     }
 
     /// One controller tick at `now` over the live job threads.
@@ -108,68 +120,32 @@ impl GangRun {
                 Err(e) => return Err(e),
             }
         }
-        let mut views: Vec<ThreadView> = live
-            .iter()
-            .map(|t| ThreadView {
-                id: t.tid as u64,
-                process: t.process,
-                index: t.index,
-                group: None,
-                core: None,
-                weight: 1024,
-                base_weight: 1024,
-                runnable: true,
-                cpu: Nanos::ZERO,
-            })
-            .collect();
-        views.sort_unstable_by_key(ThreadView::key);
-        let mut actions = Vec::new();
-        self.ctl.tick(
-            &Snapshot {
-                now,
-                cores: self.cpus.len(),
-                threads: &views,
-                group_weights: &[],
-                scenario,
-            },
-            &mut actions,
-        );
+        let views = live.iter().map(|t| ThreadView {
+            id: t.tid as u64,
+            process: t.process,
+            index: t.index,
+            group: None,
+            core: None,
+            weight: 1024,
+            base_weight: 1024,
+            runnable: true,
+            cpu: Nanos::ZERO,
+        });
+        self.host.set_threads(views);
         let mut t0: Option<Instant> = None;
-        for a in actions {
-            match a {
-                Action::Migrate { thread, core } => {
-                    let cpu = self.cpus[core % self.cpus.len()];
-                    // Journaled like every other change, so `restore` after a kill puts the
-                    // thread's own affinity back.
-                    let Some(t) = live.iter().find(|t| t.tid as u64 == thread) else {
-                        continue;
-                    };
-                    match journal.set_affinity(t.pid, t.tid, &CpuSet::single(cpu)) {
-                        Ok(()) => {}
-                        // The thread ended since the sample.
-                        Err(e) if e.errno() == Some(libc::ESRCH) => {}
-                        Err(crate::Error::Input(_)) => {}
-                        Err(e) => self.refused.push(format!(
-                            "gang: thread {} not pinned to CPU {cpu}: {e}",
-                            t.tid
-                        )),
-                    }
-                }
-                Action::Stop { process } => {
-                    t0.get_or_insert_with(Instant::now);
-                    self.freezer.freeze(journal, process)?;
-                }
-                Action::Resume { process } => {
-                    t0.get_or_insert_with(Instant::now);
-                    self.freezer.thaw(process)?;
-                }
-                // The gang controller declares only Migrate/Stop/Resume (`emits`); anything
-                // else breaks that contract and is refused aloud, never dropped.
-                other => self
-                    .refused
-                    .push(format!("{}: refused {other:?}", self.ctl.name())),
-            }
-        }
+        let mut apply = GangApply {
+            freezer: &mut self.freezer,
+            cpus: &self.cpus,
+            live: &live,
+            journal,
+            refused: &mut self.refused,
+            t0: &mut t0,
+        };
+        let r = self
+            .host
+            .tick(now, self.cpus.len(), &[], scenario, &mut apply);
+        self.refused.append(&mut self.host.refused);
+        r?;
         if let Some(t0) = t0 {
             self.switch_ns.push(t0.elapsed().as_nanos() as u64);
         }
@@ -201,5 +177,59 @@ impl GangRun {
             switch_us_p90: q(0.9),
             switch_us_max: q(1.0),
         }
+    }
+}
+
+/// The actions the gang engine applies: pinning (affinity) and the freezer.
+const GANG_APPLIES: &[ActionKind] = &[ActionKind::Migrate, ActionKind::Stop, ActionKind::Resume];
+
+/// The gang engine's side of the host ([`Host`]): pins through the journal, stops and
+/// resumes through the freezer, and times the switch.
+struct GangApply<'a> {
+    freezer: &'a mut Freezer,
+    cpus: &'a [usize],
+    live: &'a [&'a RunThread],
+    journal: &'a mut Journal,
+    refused: &'a mut Vec<String>,
+    /// When the tick's first stop or resume began.
+    t0: &'a mut Option<Instant>,
+}
+
+impl Apply for GangApply<'_> {
+    fn apply(&mut self, action: &Action) -> Result<()> {
+        match *action {
+            Action::Migrate { thread, core } => {
+                let cpu = self.cpus[core % self.cpus.len()];
+                // Journaled like every other change, so `restore` after a kill puts the
+                // thread's own affinity back.
+                let Some(t) = self.live.iter().find(|t| t.tid as u64 == thread) else {
+                    return Ok(());
+                };
+                match self
+                    .journal
+                    .set_affinity(t.pid, t.tid, &CpuSet::single(cpu))
+                {
+                    Ok(()) => {}
+                    // The thread ended since the sample.
+                    Err(e) if e.errno() == Some(libc::ESRCH) => {}
+                    Err(crate::Error::Input(_)) => {}
+                    Err(e) => self.refused.push(format!(
+                        "gang: thread {} not pinned to CPU {cpu}: {e}",
+                        t.tid
+                    )),
+                }
+            }
+            Action::Stop { process } => {
+                self.t0.get_or_insert_with(Instant::now);
+                self.freezer.freeze(self.journal, process)?;
+            }
+            Action::Resume { process } => {
+                self.t0.get_or_insert_with(Instant::now);
+                self.freezer.thaw(process)?;
+            }
+            // Never handed over: not in GANG_APPLIES, so the host refuses them aloud.
+            Action::SetWeight { .. } | Action::SetGroupWeight { .. } => {}
+        }
+        Ok(())
     }
 }

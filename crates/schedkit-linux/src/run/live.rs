@@ -332,7 +332,7 @@ fn controllers(
     warnings: &mut Vec<String>,
 ) -> Result<(Option<GangRun>, Option<FairRun>)> {
     let mut gang = match &opts.policy {
-        RunPolicy::Gang { quantum } => Some(GangRun::new(roots, *quantum)),
+        RunPolicy::Gang { quantum } => Some(GangRun::new(roots, *quantum)?),
         _ => None,
     };
     let mut fair = match &opts.policy {

@@ -5,15 +5,20 @@
 //! - [`policy`]: what a scenario's policy means on this kernel ([`RunPolicy`]), and the
 //!   checks made before anything changes ([`preflight`]);
 //! - [`sampler`]: reading every job thread's `/proc` files each period and turning the
-//!   readings into trace events (how, and what it costs, is in its docs);
+//!   readings into trace events (how, and what it costs, is in its docs), laid out per CPU
+//!   by [`layout`];
 //! - [`fair`]: the fair-share policies' controller loop ([`FairRun`]) and its report;
 //! - [`gang`]: gang scheduling's controller loop ([`GangRun`]) over the freezer;
+//! - [`host`]: the one controller host both loops share: snapshots in, every action applied
+//!   through the journal or refused, kinds an engine cannot apply refused when it is built;
 //! - [`live`], [`placement`], [`finish`]: the steps of one run ([`run`]): setting it up and
 //!   its loop, starting processes and placing their threads, winding down and the outcome.
 
 mod fair;
 mod finish;
 mod gang;
+mod host;
+mod layout;
 mod live;
 mod placement;
 mod policy;

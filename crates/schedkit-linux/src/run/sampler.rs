@@ -47,6 +47,7 @@
 //! Rejected: a tracer (ftrace/eBPF) per context switch, which needs debugfs or BPF and
 //! root on every run; sampling is what works for every user and every kernel.
 
+use super::layout::{lay_out, Obs};
 use crate::perf::CounterSet;
 use crate::procfs::{self, ThreadStat};
 use crate::spawn;
@@ -56,7 +57,7 @@ use crate::{Result, Roots};
 use schedkit_core::trace::{Event, Reason, Slot};
 use schedkit_core::Nanos;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -358,27 +359,29 @@ const IDLE_SAMPLES: u32 = 3;
 const IDLE_EVERY: u64 = 4;
 
 /// One sampling step over `[t0, t1)`: reads every live thread and writes the interval's
+/// One sampling step over `[t0, t1)`: reads every live thread and writes the interval's
 /// events (see the module docs).
 pub(super) fn sample(
     roots: &Roots,
     (tracks, procs): (&mut [Track], &mut [Option<Proc>]),
     events: &mut Vec<Event>,
     (t0, t1): (u64, u64),
-    (sample_no, refresh_every): (u64, u64),
+    refresh: (u64, u64),
     buf: &mut [u8],
 ) {
-    // (track, ran ns, pieces, new core, state, finish time)
-    struct Obs {
-        tr: usize,
-        ran: u64,
-        /// Run-queue delay in the interval (schedstat).
-        waited: u64,
-        pieces: u64,
-        core: usize,
-        runnable: bool,
-        finish: Option<u64>,
-        involuntary: bool,
-    }
+    let mut obs = observe(roots, tracks, (t0, t1), refresh, buf);
+    lay_out(tracks, &mut obs, events, (t0, t1));
+    ended_processes(tracks, procs, events, t1);
+}
+
+/// Reads every live thread (an idle one only at its turn) and what it did in the interval.
+fn observe(
+    roots: &Roots,
+    tracks: &mut [Track],
+    (t0, t1): (u64, u64),
+    (sample_no, refresh_every): (u64, u64),
+    buf: &mut [u8],
+) -> Vec<Obs> {
     let mut obs: Vec<Obs> = Vec::new();
     for (i, tr) in tracks.iter_mut().enumerate() {
         if tr.finished {
@@ -462,286 +465,16 @@ pub(super) fn sample(
             involuntary: di > 0 || (runnable && slices.is_some_and(|n| n > 0)),
         });
     }
-    // A thread now on another CPU ran part of the interval on the one it was last seen on.
-    // /proc only says where it is now, so that part is unknown; but where the new CPU cannot
-    // hold all the CPU time seen there, the overflow is that part: it goes back to the old
-    // CPU, as far as that has room, at the start of the interval (when the thread was still
-    // there). Without this, a shuttle move overfills the new CPU and the scaling below takes
-    // the excess away from every thread on it (and from the report's shares and lags).
-    let len = (t1 - t0).max(1);
-    let mut load: BTreeMap<usize, u64> = BTreeMap::new();
-    for o in &obs {
-        *load.entry(o.core).or_default() += o.ran;
-    }
-    // (obs index, old CPU, ns placed there)
-    let mut spills: Vec<(usize, usize, u64)> = Vec::new();
-    for k in 0..obs.len() {
-        let (core, old) = (obs[k].core, tracks[obs[k].tr].last_core);
-        let Some(old) = old.filter(|&c| c != core) else {
-            continue;
-        };
-        let over = load[&core].saturating_sub(len);
-        let room = len.saturating_sub(load.get(&old).copied().unwrap_or(0));
-        let moved = over.min(room).min(obs[k].ran);
-        if moved > 0 {
-            obs[k].ran -= moved;
-            *load.get_mut(&core).unwrap() -= moved;
-            *load.entry(old).or_default() += moved;
-            spills.push((k, old, moved));
-        }
-    }
-    // The spilled parts come first on their old CPU; everyone else there starts after them.
-    let mut spill_end: HashMap<usize, u64> = HashMap::new();
-    let mut spilled_until: HashMap<usize, u64> = HashMap::new();
-    for &(k, old, moved) in &spills {
-        let start = *spill_end.get(&old).unwrap_or(&t0);
-        // Whoever else is still running there from the last interval goes on after it.
-        for (j, other) in tracks.iter_mut().enumerate() {
-            if j != obs[k].tr && other.open_core == Some(old) {
-                other.leave_core(events, Nanos(start), Reason::Preempted);
-            }
-        }
-        let tr = &mut tracks[obs[k].tr];
-        if tr.open_core != Some(old) {
-            // `old` is its last CPU: no migration to record here.
-            tr.leave_core(events, Nanos(start), Reason::Preempted);
-            events.push(Event::Dispatch {
-                t: Nanos(start),
-                core: old,
-                slot: tr.slot,
-            });
-        }
-        // Never a zero-length piece: sorted by time, its Deschedule would come first.
-        let end = (start + moved).min(t1).max(start + 1);
-        events.push(Event::Deschedule {
-            t: Nanos(end),
-            core: old,
-            slot: tr.slot,
-            reason: Reason::Preempted,
-        });
-        tr.open_core = None;
-        tr.last_core = Some(old);
-        spill_end.insert(old, end);
-        spilled_until.insert(k, end);
-    }
-    // Pre-pass: close pieces open on a CPU the thread no longer runs on, or that did not run.
-    for o in &obs {
-        let tr = &mut tracks[o.tr];
-        if let Some(c) = tr.open_core {
-            if o.ran == 0 || c != o.core {
-                events.push(Event::Deschedule {
-                    t: Nanos(t0),
-                    core: c,
-                    slot: tr.slot,
-                    reason: if tr.runnable {
-                        Reason::Preempted
-                    } else {
-                        Reason::Blocked
-                    },
-                });
-                tr.open_core = None;
-            }
-        }
-        if !tr.runnable && (o.ran > 0 || o.runnable) {
-            let at = wake_time(o.ran, o.waited, t0, t1);
-            events.push(Event::Wake {
-                t: Nanos(at),
-                slot: tr.slot,
-            });
-            tr.runnable = true;
-            // Its pieces start no earlier than the wake-up (as after an arrival).
-            tr.arrive_ns = tr.arrive_ns.max(at);
-        }
-    }
-    // Per CPU layout.
-    let mut per_core: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for (k, o) in obs.iter().enumerate() {
-        if o.ran > 0 {
-            per_core.entry(o.core).or_default().push(k);
-        }
-    }
-    let mut end_of: HashMap<usize, u64> = HashMap::new();
-    for (core, mut ks) in per_core {
-        // The thread still open here goes first so it continues without a dispatch; one that
-        // came from another CPU in this interval goes last.
-        ks.sort_by_key(|&k| {
-            let tr = &tracks[obs[k].tr];
-            (
-                tr.open_core != Some(core),
-                tr.last_core.is_some_and(|c| c != core),
-                obs[k].tr,
-            )
-        });
-        // Threads that arrived inside this interval start no earlier than their arrival, and
-        // nobody starts before the parts spilled back onto this CPU.
-        let t0 = ks
-            .iter()
-            .map(|&k| tracks[obs[k].tr].arrive_ns)
-            .chain(spill_end.get(&core).copied())
-            .max()
-            .unwrap_or(t0)
-            .clamp(t0, t1);
-        let len = (t1 - t0).max(1);
-        let total: u64 = ks.iter().map(|&k| obs[k].ran).sum();
-        // More CPU time seen than the interval holds: schedstat's total of a thread that is
-        // running now lags until its next accounting update (up to one tick), so its time
-        // shows up an interval late. Place what fits and carry the rest of each thread's time
-        // into its next interval, so that no CPU time is lost from the trace.
-        let scale = if total > len {
-            len as f64 / total as f64
-        } else {
-            1.0
-        };
-        if scale < 1.0 {
-            for &k in &ks {
-                let o = &obs[k];
-                if o.finish.is_none() {
-                    tracks[o.tr].carry += o.ran - (o.ran as f64 * scale) as u64;
-                }
-            }
-        }
-        let rounds = ks.iter().map(|&k| obs[k].pieces).max().unwrap_or(1);
-        let mut seq: Vec<(usize, u64)> = Vec::new();
-        // At least 1 ns: a zero-length piece would sort its Deschedule first.
-        let piece = |o: &Obs, pieces: u64| (((o.ran as f64 * scale) / pieces as f64) as u64).max(1);
-        for r in 0..rounds {
-            for &k in &ks {
-                let o = &obs[k];
-                if r < o.pieces && !spilled_until.contains_key(&k) {
-                    seq.push((k, piece(o, o.pieces)));
-                }
-            }
-        }
-        // A thread that spilled back onto its old CPU runs here in one piece, last, after its
-        // piece there has ended.
-        for &k in &ks {
-            if spilled_until.contains_key(&k) {
-                seq.push((k, piece(&obs[k], 1)));
-            }
-        }
-        let placed: u64 = seq.iter().map(|s| s.1).sum();
-        let gap = (len.saturating_sub(placed)) / seq.len() as u64;
-        let mut cursor = t0;
-        let mut open: Option<usize> = ks
-            .iter()
-            .copied()
-            .find(|&k| tracks[obs[k].tr].open_core == Some(core));
-        for (n, &(k, d)) in seq.iter().enumerate() {
-            let o = &obs[k];
-            if open != Some(k) {
-                if let Some(prev) = open {
-                    let pt = &mut tracks[obs[prev].tr];
-                    events.push(Event::Deschedule {
-                        t: Nanos(cursor),
-                        core,
-                        slot: pt.slot,
-                        reason: if obs[prev].involuntary {
-                            Reason::Preempted
-                        } else {
-                            Reason::Blocked
-                        },
-                    });
-                    pt.open_core = None;
-                }
-                if let Some(&until) = spilled_until.get(&k) {
-                    cursor = cursor.max(until).min(t1 - 1);
-                }
-                let tr = &mut tracks[o.tr];
-                if let Some(from) = tr.last_core {
-                    if from != core {
-                        events.push(Event::Migrate {
-                            t: Nanos(cursor),
-                            slot: tr.slot,
-                            from,
-                            to: core,
-                        });
-                        tr.migrations += 1;
-                    }
-                }
-                events.push(Event::Dispatch {
-                    t: Nanos(cursor),
-                    core,
-                    slot: tr.slot,
-                });
-                tr.open_core = Some(core);
-                tr.last_core = Some(core);
-                open = Some(k);
-            }
-            // What no longer fits before the end of the interval goes into the next one.
-            let d = if cursor + d > t1 {
-                let fits = (t1 - cursor).max(1);
-                tracks[o.tr].carry += d - fits;
-                fits
-            } else {
-                d
-            };
-            cursor += d;
-            let last = n + 1 == seq.len();
-            let keep_open = last && o.runnable && o.finish.is_none() && gap * 20 < len;
-            if gap > 0 || o.finish.is_some() || (last && !keep_open) {
-                if !keep_open {
-                    let tr = &mut tracks[o.tr];
-                    events.push(Event::Deschedule {
-                        t: Nanos(cursor),
-                        core,
-                        slot: tr.slot,
-                        reason: if o.finish.is_some() && last_piece_of(&seq, n, k) {
-                            Reason::Finished
-                        } else if !o.runnable && last_piece_of(&seq, n, k) {
-                            Reason::Blocked
-                        } else if o.involuntary {
-                            Reason::Preempted
-                        } else {
-                            Reason::Blocked
-                        },
-                    });
-                    tr.open_core = None;
-                    open = None;
-                }
-                cursor += gap;
-            }
-            end_of.insert(k, cursor.min(t1));
-        }
-    }
-    // Blocks and finishes.
-    for (k, o) in obs.iter().enumerate() {
-        let tr = &mut tracks[o.tr];
-        let at = end_of.get(&k).copied().unwrap_or(t0).max(tr.arrive_ns);
-        if let Some(f) = o.finish {
-            tr.leave_core(events, Nanos(at), Reason::Finished);
-            events.push(Event::Finish {
-                t: Nanos(f.max(at)),
-                slot: tr.slot,
-            });
-            tr.finished = true;
-            continue;
-        }
-        if !o.runnable && tr.runnable {
-            tr.leave_core(events, Nanos(at), Reason::Blocked);
-            events.push(Event::Block {
-                t: Nanos(at),
-                slot: tr.slot,
-            });
-            tr.runnable = false;
-        } else if o.runnable && tr.runnable && tr.open_core.is_none() && at > tr.arrive_ns {
-            // (Not for a thread that arrived or woke inside this interval: its runnable
-            // stretch already starts where its time fits.)
-            if let Some(slept) = slept_inside(o.ran, o.waited, t1 - t0) {
-                let wake = (at + slept).min(t1);
-                if wake > at {
-                    events.push(Event::Block {
-                        t: Nanos(at),
-                        slot: tr.slot,
-                    });
-                    events.push(Event::Wake {
-                        t: Nanos(wake),
-                        slot: tr.slot,
-                    });
-                }
-            }
-        }
-    }
-    // Processes that ended.
+    obs
+}
+
+/// Processes that ended: their threads still held finish now, and the process's end.
+fn ended_processes(
+    tracks: &mut [Track],
+    procs: &mut [Option<Proc>],
+    events: &mut Vec<Event>,
+    t1: u64,
+) {
     for (p, slot) in procs.iter_mut().enumerate() {
         let Some(pr) = slot.as_mut() else { continue };
         if pr.end_ns.is_some() {
@@ -777,24 +510,6 @@ pub(super) fn sample(
             );
         }
     }
-}
-
-/// When a thread blocked at `t0` and runnable at `t1` woke: it was runnable for its CPU time
-/// `ran` and its run-queue delay `waited` in the interval, which end at `t1`.
-fn wake_time(ran: u64, waited: u64, t0: u64, t1: u64) -> u64 {
-    t1.saturating_sub(ran + waited).clamp(t0, t1)
-}
-
-/// How long a thread runnable at both ends of an interval of `len` slept inside it: the part
-/// its CPU time and run-queue delay do not cover, when that is over a tenth of the interval
-/// (below, schedstat's accounting lag of up to one tick is as large as the signal).
-fn slept_inside(ran: u64, waited: u64, len: u64) -> Option<u64> {
-    let slept = len.saturating_sub(ran + waited);
-    (slept * 10 > len).then_some(slept)
-}
-
-fn last_piece_of(seq: &[(usize, u64)], n: usize, k: usize) -> bool {
-    !seq[n + 1..].iter().any(|s| s.0 == k)
 }
 
 #[cfg(test)]
