@@ -80,16 +80,21 @@ impl<'s> Live<'s> {
         let own_cpu_at_start = crate::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
         let origin = Instant::now();
         // Job threads above the engine cannot hold the run past its horizon (guard docs).
-        let horizon_watch = match &opts.policy {
-            RunPolicy::Exclusive(_) => None,
-            _ if !opts.bounded => None,
-            _ => crate::guard::HorizonWatch::start(
-                crate::gettid(),
-                origin + Duration::from_nanos(scenario.horizon.0),
-                vec![opts.stop.clone()],
-                signal_flag(),
-            ),
-        };
+        // Exclusive mode too: its job threads run on their own CPUs, but the engine shares
+        // the system CPUs with the machine's other work, and a foreign SCHED_FIFO thread
+        // there once held an exclusive run's engine (SCHED_FIFO 10) past its horizon. The
+        // watch is started after the engine moved to the system CPUs, so it runs there.
+        let horizon_watch = opts
+            .bounded
+            .then(|| {
+                crate::guard::HorizonWatch::start(
+                    crate::gettid(),
+                    origin + Duration::from_nanos(scenario.horizon.0),
+                    vec![opts.stop.clone()],
+                    signal_flag(),
+                )
+            })
+            .flatten();
         let source = opts.counters.take().unwrap_or_else(|| Box::new(PerfSource));
         let period = SamplePeriod::new(opts.sample, opts.max_sample, opts.sample_budget);
         Ok(Live {
