@@ -1,16 +1,21 @@
 //! The fair-share policies on real threads: [`FairRun`], the controller loop, and
-//! [`FairReport`], what it did.
+//! [`FairReport`], what it did; the control socket in [`ctl`], the host's side in
+//! [`apply`].
 
-use super::host::{Apply, Host};
+mod apply;
+mod ctl;
+
+use super::host::Host;
 use super::policy::RunPolicy;
 use super::sampler::{SamplerReport, Track};
-use crate::affinity::{self, CpuSet};
+use crate::affinity::CpuSet;
 use crate::journal::Journal;
 use crate::privilege::Privileges;
 use crate::sched::{self, Policy};
 use crate::workload::{self};
 use crate::{Error, Result, Roots};
-use schedkit_core::control::{Action, ThreadView};
+use apply::FairApply;
+use schedkit_core::control::ThreadView;
 use schedkit_core::scenario::{PolicyName, Scenario};
 use schedkit_core::trace::Event;
 use schedkit_core::Nanos;
@@ -418,109 +423,6 @@ impl FairRun {
         }
     }
 
-    /// Answers the `schedkit ctl` requests the control socket's thread has passed on; never
-    /// waits for a client (see [`crate::ctl`]).
-    pub(super) fn serve_ctl(&mut self, now: u64, scenario: &Scenario, events: &mut Vec<Event>) {
-        let Some(mut srv) = self.ctl.take() else {
-            return;
-        };
-        srv.poll(|req| self.handle(req, now, scenario, events));
-        self.ctl_refused = srv.counts().refused;
-        self.ctl = Some(srv);
-    }
-
-    fn handle(
-        &mut self,
-        req: crate::ctl::Request,
-        now: u64,
-        scenario: &Scenario,
-        events: &mut Vec<Event>,
-    ) -> crate::ctl::Reply {
-        use crate::ctl::{GroupStatus, Reply, Request, Status};
-        match req {
-            Request::Status => Reply {
-                ok: true,
-                error: None,
-                message: None,
-                status: Some(Status {
-                    pid: std::process::id() as i32,
-                    policy: self.policy.clone(),
-                    period_ns: self.period,
-                    elapsed_ns: now,
-                    controller: self
-                        .cgroups
-                        .as_ref()
-                        .map(|c| format!("{} at {}", c.controller().name(), c.parent().display()))
-                        .unwrap_or_default(),
-                    groups: scenario
-                        .groups
-                        .iter()
-                        .enumerate()
-                        .map(|(g, sg)| GroupStatus {
-                            name: sg.name.clone(),
-                            weight: self.group_weights[g],
-                            kernel_value: self
-                                .cgroups
-                                .as_ref()
-                                .and_then(|c| c.read_weight_value(*self.cg_of_group.get(g)?)),
-                        })
-                        .collect(),
-                    changes: self.changes.clone(),
-                }),
-            },
-            Request::SetWeight { group, weight } => {
-                if let Err(m) = crate::ctl::check_weight(weight) {
-                    return Reply::error(m);
-                }
-                let Some(g) = scenario.groups.iter().position(|sg| sg.name == group) else {
-                    let known: Vec<&str> =
-                        scenario.groups.iter().map(|g| g.name.as_str()).collect();
-                    return Reply::error(format!(
-                        "unknown group `{group}` (groups of this run: {})",
-                        known.join(", ")
-                    ));
-                };
-                match self.set_group_weight(g, weight, now, scenario, events) {
-                    Ok(()) => Reply::done(format!(
-                        "weight of group {group} set to {weight} at {}",
-                        Nanos(now)
-                    )),
-                    Err(e) => Reply::error(e.to_string()),
-                }
-            }
-        }
-    }
-
-    fn set_group_weight(
-        &mut self,
-        g: usize,
-        weight: u64,
-        now: u64,
-        scenario: &Scenario,
-        events: &mut Vec<Event>,
-    ) -> Result<()> {
-        if let (Some(cg), Some(&i)) = (self.cgroups.as_mut(), self.cg_of_group.get(g)) {
-            cg.set_weight(i, weight)?;
-            // With the trim on, the group keeps its correction factor from the first moment.
-            if let (Some(t), Some(e)) = (&self.trim, self.trim_cgroup.iter().position(|&c| c == i))
-            {
-                cg.set_weight_trimmed(i, weight as f64 * t.factor(e))?;
-            }
-        }
-        self.group_weights[g] = weight;
-        events.push(Event::GroupWeightChange {
-            t: Nanos(now),
-            group: g,
-            weight,
-        });
-        self.changes.push(crate::ctl::WeightChange {
-            t_ns: now,
-            group: scenario.groups[g].name.clone(),
-            weight,
-        });
-        Ok(())
-    }
-
     /// One controller period (see the type's docs).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn tick(
@@ -753,103 +655,5 @@ impl FairRun {
             },
             trim_writes: self.trim_writes,
         }
-    }
-}
-
-/// The fair-share engine's side of the host ([`Host`]): one controller action on the live
-/// threads, through the journal (see [`FairRun`]'s docs for what each does).
-struct FairApply<'a> {
-    run: &'a mut FairRun,
-    now: u64,
-    scenario: &'a Scenario,
-    tracks: (&'a [Track], &'a HashMap<i32, usize>),
-    journal: &'a mut Journal,
-    events: &'a mut Vec<Event>,
-    warnings: &'a mut Vec<String>,
-}
-
-impl FairApply<'_> {
-    /// A live thread by its handle (TID); `None` once it ended.
-    fn track_of(&self, id: u64) -> Option<&Track> {
-        let (tracks, by_tid) = self.tracks;
-        by_tid
-            .get(&(id as i32))
-            .map(|&i| &tracks[i])
-            .filter(|t| !t.finished)
-    }
-
-    /// `SetWeight`: the nearest nice value, the first change of a thread journaled.
-    fn set_weight(&mut self, thread: u64, weight: u64) {
-        self.run.weight.insert(thread as i32, weight);
-        let Some(tr) = self.track_of(thread).filter(|_| self.run.thread_weights) else {
-            return;
-        };
-        let (pid, tid, slot) = (tr.pid, tr.tid, tr.slot);
-        let run = &mut *self.run;
-        let nice = schedkit_core::weights::nearest_nice(weight as f64);
-        if run.nice.get(&tid) == Some(&nice) && run.sched_journaled.contains(&tid) {
-            return;
-        }
-        if run.sched_journaled.insert(tid) {
-            // First change of this thread: its original class and nice go into the journal
-            // before anything changes.
-            if let Err(e) = self.journal.set_sched(pid, tid, Policy::Other { nice }) {
-                // A thread that ended since the sample is not worth a warning.
-                if matches!(e, Error::Privilege(_))
-                    || matches!(e.errno(), Some(libc::EPERM | libc::EACCES))
-                {
-                    run.warn_nice(self.warnings, &e.to_string());
-                }
-                run.sched_journaled.remove(&tid);
-                return;
-            }
-        } else if let Err(e) = set_nice(tid, nice) {
-            if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EACCES)) {
-                run.warn_nice(self.warnings, &e.to_string());
-            }
-            return;
-        }
-        run.nice.insert(tid, nice);
-        run.nice_changes += 1;
-        self.events.push(Event::WeightChange {
-            t: Nanos(self.now),
-            slot,
-            weight,
-        });
-    }
-}
-
-impl Apply for FairApply<'_> {
-    fn apply(&mut self, action: &Action) -> Result<()> {
-        match *action {
-            Action::SetWeight { thread, weight } => self.set_weight(thread, weight),
-            Action::Migrate { thread, core } => {
-                let Some(tr) = self.track_of(thread) else {
-                    return Ok(());
-                };
-                let (pid, tid) = (tr.pid, tr.tid);
-                let set = CpuSet::single(core);
-                let r = if self.run.affinity_journaled.insert(tid) {
-                    self.journal.set_affinity(pid, tid, &set)
-                } else {
-                    affinity::set_thread(tid, &set)
-                };
-                if r.is_ok() {
-                    self.run.migrations += 1;
-                }
-            }
-            Action::SetGroupWeight { group, weight } => {
-                if let Err(e) =
-                    self.run
-                        .set_group_weight(group, weight, self.now, self.scenario, self.events)
-                {
-                    self.warnings.push(format!("group weight not set: {e}"));
-                }
-            }
-            // Never handed over: not in FAIR_APPLIES, so the host refuses them aloud (a
-            // controller declaring them is refused when the run is built).
-            Action::Stop { .. } | Action::Resume { .. } => {}
-        }
-        Ok(())
     }
 }
