@@ -14,7 +14,8 @@
 //! - [`journal`]: every change to shared machine state is written (and fsynced) to a journal
 //!   before it is made, undone on exit, and undone by `schedkit restore` after a crash;
 //! - [`privilege`]: what this process may do (root, CAP_SYS_NICE, CAP_SYS_ADMIN);
-//! - [`engine`]: the real engine (built-in workloads, commands, sampling into the trace);
+//! - [`run`]: the real engine (built-in workloads, commands, sampling into the trace), also
+//!   reachable by its older name `engine`;
 //! - [`freezer`]: stop and resume a job at once (cgroup v2/v1 freezer, signals), gang scheduling's hook;
 //! - [`exclusive`]: seed 000's exclusive mode (system cores, moved threads and IRQs, pinning);
 //! - [`oneshot`]: one-command mode's flags (class, priority, nice, CPUs, cpu weight), checked
@@ -32,7 +33,6 @@ pub mod attach;
 pub mod cgroup;
 pub mod ctl;
 pub mod deadline;
-pub mod engine;
 pub mod exclusive;
 pub mod freezer;
 pub mod guard;
@@ -45,6 +45,7 @@ pub mod oneshot;
 pub mod perf;
 pub mod privilege;
 pub mod procfs;
+pub mod run;
 pub mod sched;
 pub mod spawn;
 pub mod stall;
@@ -52,6 +53,9 @@ mod threadfiles;
 pub mod topo;
 pub mod trim;
 pub mod workload;
+
+/// The real engine's older path (`schedkit_linux::engine::run`), kept for its callers.
+pub use run as engine;
 
 use std::path::{Path, PathBuf};
 

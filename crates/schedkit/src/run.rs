@@ -17,6 +17,7 @@ use schedkit_linux::affinity::CpuSet;
 use schedkit_linux::engine::{self, RunOptions, RunOutcome, RunPolicy};
 use schedkit_linux::exclusive::RtThrottle;
 
+mod fair;
 mod one;
 pub use one::OneArgs;
 use one::{attach, exclusive_config, request_of, wait_of};
@@ -459,7 +460,7 @@ pub fn render_linux(o: &RunOutcome) -> String {
         ));
     }
     if let Some(f) = &o.fair {
-        out.push_str(&engine::render_fair(f));
+        out.push_str(&fair::render_fair(f));
     }
     if let Some(x) = &o.exclusive {
         out.push_str(&format!(

@@ -1,0 +1,118 @@
+//! The fair-share engine's control socket: `schedkit ctl` requests (status, a group's weight)
+//! answered between samples, and group weight changes (also the controller's).
+
+use super::FairRun;
+use crate::Result;
+use schedkit_core::scenario::Scenario;
+use schedkit_core::trace::Event;
+use schedkit_core::Nanos;
+
+impl FairRun {
+    /// Answers the `schedkit ctl` requests the control socket's thread has passed on; never
+    /// waits for a client (see [`crate::ctl`]).
+    pub(in crate::run) fn serve_ctl(
+        &mut self,
+        now: u64,
+        scenario: &Scenario,
+        events: &mut Vec<Event>,
+    ) {
+        let Some(mut srv) = self.ctl.take() else {
+            return;
+        };
+        srv.poll(|req| self.handle(req, now, scenario, events));
+        self.ctl_refused = srv.counts().refused;
+        self.ctl = Some(srv);
+    }
+
+    fn handle(
+        &mut self,
+        req: crate::ctl::Request,
+        now: u64,
+        scenario: &Scenario,
+        events: &mut Vec<Event>,
+    ) -> crate::ctl::Reply {
+        use crate::ctl::{GroupStatus, Reply, Request, Status};
+        match req {
+            Request::Status => Reply {
+                ok: true,
+                error: None,
+                message: None,
+                status: Some(Status {
+                    pid: std::process::id() as i32,
+                    policy: self.policy.clone(),
+                    period_ns: self.period,
+                    elapsed_ns: now,
+                    controller: self
+                        .cgroups
+                        .as_ref()
+                        .map(|c| format!("{} at {}", c.controller().name(), c.parent().display()))
+                        .unwrap_or_default(),
+                    groups: scenario
+                        .groups
+                        .iter()
+                        .enumerate()
+                        .map(|(g, sg)| GroupStatus {
+                            name: sg.name.clone(),
+                            weight: self.group_weights[g],
+                            kernel_value: self
+                                .cgroups
+                                .as_ref()
+                                .and_then(|c| c.read_weight_value(*self.cg_of_group.get(g)?)),
+                        })
+                        .collect(),
+                    changes: self.changes.clone(),
+                }),
+            },
+            Request::SetWeight { group, weight } => {
+                if let Err(m) = crate::ctl::check_weight(weight) {
+                    return Reply::error(m);
+                }
+                let Some(g) = scenario.groups.iter().position(|sg| sg.name == group) else {
+                    let known: Vec<&str> =
+                        scenario.groups.iter().map(|g| g.name.as_str()).collect();
+                    return Reply::error(format!(
+                        "unknown group `{group}` (groups of this run: {})",
+                        known.join(", ")
+                    ));
+                };
+                match self.set_group_weight(g, weight, now, scenario, events) {
+                    Ok(()) => Reply::done(format!(
+                        "weight of group {group} set to {weight} at {}",
+                        Nanos(now)
+                    )),
+                    Err(e) => Reply::error(e.to_string()),
+                }
+            }
+        }
+    }
+
+    pub(super) fn set_group_weight(
+        &mut self,
+        g: usize,
+        weight: u64,
+        now: u64,
+        scenario: &Scenario,
+        events: &mut Vec<Event>,
+    ) -> Result<()> {
+        if let (Some(cg), Some(&i)) = (self.cgroups.as_mut(), self.cg_of_group.get(g)) {
+            cg.set_weight(i, weight)?;
+            // With the trim on, the group keeps its correction factor from the first moment.
+            if let (Some(t), Some(e)) = (&self.trim, self.trim_cgroup.iter().position(|&c| c == i))
+            {
+                cg.set_weight_trimmed(i, weight as f64 * t.factor(e))?;
+            }
+        }
+        self.group_weights[g] = weight;
+        events.push(Event::GroupWeightChange {
+            t: Nanos(now),
+            group: g,
+            weight,
+        });
+        self.changes.push(crate::ctl::WeightChange {
+            t_ns: now,
+            group: scenario.groups[g].name.clone(),
+            weight,
+        });
+        Ok(())
+    }
+}
