@@ -119,7 +119,27 @@ struct MachineState {
     bystander: String,
 }
 
+/// The machine's state read while this test holds the exclusive machine lease, so that no
+/// other schedkit run (another test binary's, or one a person started beside the suite) has
+/// IRQs or affinities moved at that instant; the lease is released before returning, so the
+/// runs under test can take it.
 fn machine_state(bystander: i32) -> MachineState {
+    use schedkit_linux::lease;
+    let want = lease::Want {
+        machine: Some(lease::Hold::Exclusive),
+        sysctls: Vec::new(),
+    };
+    let _lease = lease::acquire(
+        &lease::lease_dir(),
+        lease::Acquire {
+            roots: &schedkit_linux::Roots::host(),
+            want: &want,
+            command: "kill_anywhere test: reading machine state".into(),
+            journal: None,
+            wait: Some(Duration::from_secs(600)),
+        },
+    )
+    .expect("the machine lease (held by another schedkit run for over 10 minutes?)");
     let mut irqs = Vec::new();
     for e in std::fs::read_dir("/proc/irq").unwrap().flatten() {
         if let Ok(m) = std::fs::read_to_string(e.path().join("smp_affinity")) {
