@@ -318,7 +318,15 @@ impl Eevdf {
     fn erase(&mut self, slot: Slot) {
         let e = self.ents[slot as usize];
         let rq = &mut self.rqs[e.core];
-        rq.tree.remove(&(e.deadline, e.ticket, slot));
+        let key = (e.deadline, e.ticket, slot);
+        // A pick usually takes the earliest deadline: following the tree's left edge costs
+        // no comparisons, where a keyed removal compares along its path (profile at 64
+        // cores: tree updates were a quarter of the run).
+        if rq.tree.first() == Some(&key) {
+            rq.tree.pop_first();
+        } else {
+            rq.tree.remove(&key);
+        }
         rq.sum_w -= e.weight;
         rq.sum_wv -= e.weight as i128 * e.vruntime as i128;
         if e.at == At::Queued {
