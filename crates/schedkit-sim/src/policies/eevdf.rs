@@ -870,6 +870,14 @@ impl Dispatcher for Eevdf {
         e.at = At::Off;
     }
 
+    /// Not strictly: like the kernel (`task_hot` in `can_migrate_task`), an idle core leaves
+    /// a thread that stopped running less than `sysctl_sched_migration_cost` ago where it
+    /// waits, until that time has passed or more than `cache_nice_tries` pulls failed; the
+    /// kernel's idle CPU likewise waits for the busy one's tick to kick its idle balance.
+    fn work_conserving(&self) -> bool {
+        false
+    }
+
     fn balance_interval(&self) -> Option<Nanos> {
         (self.rqs.len() > 1).then_some(self.balance_interval)
     }
