@@ -207,10 +207,13 @@ fn failed_balances_escalate_until_a_light_thread_moves() {
     // The 6.x balancer halves a thread's load once per failed balance: at the third busy
     // balance a 335 thread (167 >> 1 = 83 <= 158) moves, and the nice-5 threads then shuttle
     // between the cores, so the nice-0 thread shares its core part of the time. Its share
-    // of the two cores falls from 50 % towards its weight's 1024 / 2364 = 43.3 %.
+    // of the two cores falls from 50 % to about its weight's 1024 / 2364 = 43.3 % (39.9 %
+    // in this model: once a nice-5 thread has joined it, the nice-0 thread itself is moved
+    // at times, to a queue of three; the kernel gave it 39.8-43.1 % on this machine,
+    // docs/results/fidelity.md).
     let eevdf = run(&FOUR_TWO_TWO.replace("POLICY", "eevdf"));
     let share = eevdf.processes[0].cpu_ns as f64 / 6e9;
-    assert!(share < 0.49 && share > 0.40, "nice-0 share {share}");
+    assert!(share < 0.47 && share > 0.37, "nice-0 share {share}");
     assert!(eevdf.summary.migrations > 3, "{}", eevdf.summary.migrations);
 }
 
@@ -232,4 +235,117 @@ fn busy_cores_balance_busy_factor_times_less_often() {
     );
     assert_eq!(busy_every(64, Nanos::from_ms(4)), 256);
     assert_eq!(busy_every(1, Nanos::from_ms(100)), 1);
+}
+
+#[test]
+fn five_against_four_nice_0_threads_shuttle() {
+    // Nine nice-0 threads on two cores: new threads alternate (fewest runnable first), so
+    // core 0 holds 5 and core 1 holds 4; every thread's PELT load stays at its weight 1024
+    // (runnable from the start, new tasks start full). Both cores are overloaded, so the
+    // imbalance_pct gate applies: 100 x 5120 > 117 x 4096 (sd_init's value for one LLC; the
+    // 2.6.24 value 125 would call it balanced, 512000 = 125 x 4096). Avg 4608, imbalance
+    // min(512, 512) = 512. Busy balances come every 32 ms (rounds 8, 16, ...), core 0 then
+    // core 1, both at the same instant, before that instant's picks; the busiest queue does
+    // not balance against itself:
+    //   32 ms: core 1 finds 1024 > 512: failed[1] = 1.
+    //   64 ms: core 1: 1024 >> 1 = 512 fits: the least recently picked waiting thread of
+    //          core 0 moves (it waited since before the 60 ms tick, so it is cold): 4 / 5.
+    //   96 ms: core 0 fails (failed[0] = 1).
+    //  128 ms: core 0 pulls one back (5 / 4); core 1, now the lighter, fails.
+    //  160 ms: core 1 pulls (4 / 5).
+    // A moved thread keeps its positive lag, so the core it joins picks it at once: the
+    // migrations are counted at 64, 128 and 160 ms.
+    let nine = "cores = 2\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"HZN\"\n\
+         [[process]]\nname = \"one\"\n[[process]]\nname = \"eight\"\nthreads = 8\n";
+    let sc = Scenario::parse("t.toml", &nine.replace("HZN", "1s")).expect("scenario");
+    let e = Eevdf::new(&sc.policy, 2);
+    assert_eq!(e.imbalance_pct, 117);
+    let migrations = |h: &str| run(&nine.replace("HZN", h)).summary.migrations;
+    assert_eq!(migrations("63ms"), 0);
+    assert_eq!(migrations("100ms"), 1);
+    assert_eq!(migrations("150ms"), 2);
+    assert_eq!(migrations("170ms"), 3);
+}
+
+fn ctx_at<'a>(
+    now: u64,
+    threads: &'a [SimThread],
+    running: &'a [Option<Slot>],
+    sc: &'a Scenario,
+) -> Ctx<'a> {
+    Ctx {
+        now: Nanos(now),
+        cores: running.len(),
+        threads,
+        running,
+        spec: &sc.policy,
+        scenario: sc,
+        group_weights: &[],
+    }
+}
+
+/// Two cores, three nice-0 threads arriving at 0 (A, B, C: A and C on core 0, B on core 1),
+/// driven by hand up to 4 ms, when A's slice ends on core 0 (C takes the core) and B blocks
+/// on core 1. Returns the dispatcher and the context's parts.
+fn hot_setup() -> (Eevdf, Vec<SimThread>, Scenario) {
+    let sc = Scenario::parse(
+        "t.toml",
+        "cores = 2\n[policy]\nname = \"eevdf\"\n[[process]]\nname = \"p\"\nthreads = 3\n",
+    )
+    .expect("scenario");
+    let mut threads: Vec<SimThread> = (0..3).map(|i| thread(i, 1024)).collect();
+    let mut d = Eevdf::new(&sc.policy, 2);
+    let mut running = vec![None, None];
+    for s in 0..3 {
+        d.enqueue(&ctx_at(0, &threads, &running, &sc), s, Enqueue::New);
+    }
+    assert_eq!(d.ents.iter().map(|e| e.core).collect::<Vec<_>>(), [0, 1, 0]);
+    for c in 0..2 {
+        let s = d
+            .pick_next(&ctx_at(0, &threads, &running, &sc), c)
+            .expect("a thread");
+        threads[s as usize].state = ThreadState::Running(c);
+        running[c] = Some(s);
+    }
+    assert_eq!(running, [Some(0), Some(1)]);
+    let ms4 = 4_000_000;
+    d.charge(&ctx_at(ms4, &threads, &running, &sc), 0, 0, Nanos(ms4));
+    d.charge(&ctx_at(ms4, &threads, &running, &sc), 1, 1, Nanos(ms4));
+    threads[0].state = ThreadState::Ready;
+    running[0] = None;
+    d.enqueue(&ctx_at(ms4, &threads, &running, &sc), 0, Enqueue::Expired);
+    assert_eq!(
+        d.pick_next(&ctx_at(ms4, &threads, &running, &sc), 0),
+        Some(2)
+    );
+    threads[2].state = ThreadState::Running(0);
+    threads[1].state = ThreadState::Blocked;
+    (d, threads, sc)
+}
+
+#[test]
+fn a_cache_hot_thread_stays_until_cache_nice_tries_balances_failed() {
+    // Core 1 goes idle at 4 ms; the only waiting thread, A, left core 0 at 4 ms: it is hot
+    // until 4.5 ms (sysctl_sched_migration_cost). Newidle pulls at 4.0 and 4.2 ms fail
+    // (nr_balance_failed 1, then 2); at 4.3 ms 2 > cache_nice_tries = 1, so A moves though
+    // still hot.
+    let (mut d, threads, sc) = hot_setup();
+    let running = [Some(2), None];
+    let at = |now| ctx_at(now, &threads, &running, &sc);
+    assert_eq!(d.pick_next(&at(4_000_000), 1), None);
+    assert_eq!(d.failed[1], 1);
+    assert_eq!(d.pick_next(&at(4_200_000), 1), None);
+    assert_eq!(d.failed[1], 2);
+    assert_eq!(d.pick_next(&at(4_300_000), 1), Some(0));
+    assert_eq!(d.failed[1], 0);
+
+    // A first pull at 4.5 ms finds A cold and takes it at once.
+    let (mut d, threads, sc) = hot_setup();
+    let at = |now| ctx_at(now, &threads, &running, &sc);
+    assert_eq!(d.pick_next(&at(4_500_000), 1), Some(0));
+    // PELT: B's load average stays attached to core 1 while it sleeps (blocked load; it
+    // blocked at 4.5 ms, so no period of decay has passed: 1024), and A's 1024 moved in
+    // with A; core 0 keeps C's 1024.
+    assert_eq!(d.rqs[1].avg.load, 2048);
+    assert_eq!(d.rqs[0].avg.load, 1024);
 }

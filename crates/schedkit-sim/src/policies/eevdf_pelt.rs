@@ -1,0 +1,104 @@
+//! PELT, per-entity load tracking, as the `eevdf` model uses it for load balancing: the
+//! geometric average of `kernel/sched/pelt.c` (`decay_load`, `___update_load_avg`), in the
+//! kernel's own integers. Time is cut into periods of 1024 us; a contribution `n` periods old
+//! counts `y^n`, with `y^32 = 1/2`. An entity's `load_avg` follows its weight while it is
+//! runnable (waiting or running) and decays towards 0 while it sleeps; a run queue's sum is
+//! the sum of the averages attached to it, sleeping ones included (their "blocked load"),
+//! which is why a queue whose thread just went to sleep still looks loaded to the balancer.
+//!
+//! Simplifications (the model's, not the kernel's): whole periods only (the partial period
+//! is carried to the next update, not accumulated as `period_contrib`); the target is the
+//! full weight, not `weight * (LOAD_AVG_MAX - 1024) / LOAD_AVG_MAX`; a new task starts at its
+//! weight, as `init_entity_runnable_average` does.
+
+/// One PELT period: 1024 us.
+pub const PERIOD: u64 = 1_024_000;
+
+/// `runnable_avg_yN_inv`: `y^k * 2^32` for k in 0..32 (kernel/sched/sched-pelt.h).
+const Y_INV: [u32; 32] = [
+    0xffffffff, 0xfa83b2da, 0xf5257d14, 0xefe4b99a, 0xeac0c6e6, 0xe5b906e6, 0xe0ccdeeb, 0xdbfbb796,
+    0xd744fcc9, 0xd2a81d91, 0xce248c14, 0xc9b9bd85, 0xc5672a10, 0xc12c4cc9, 0xbd08a39e, 0xb8fbaf46,
+    0xb504f333, 0xb123f581, 0xad583ee9, 0xa9a15ab4, 0xa5fed6a9, 0xa2704302, 0x9ef5325f, 0x9b8d39b9,
+    0x9837f050, 0x94f4efa8, 0x91c3d373, 0x8ea4398a, 0x8b95c1e3, 0x88980e80, 0x85aac367, 0x82cd8698,
+];
+
+/// `decay_load`: `val * y^n`, halving once per 32 periods and then a table step.
+pub fn decay_load(val: u64, n: u64) -> u64 {
+    // LOAD_AVG_PERIOD * 63: past it everything has decayed to nothing.
+    if n > 32 * 63 {
+        return 0;
+    }
+    let v = val >> (n / 32);
+    ((v as u128 * Y_INV[(n % 32) as usize] as u128) >> 32) as u64
+}
+
+/// A load average and the time it was last brought up to date (a whole number of periods
+/// after its start).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Avg {
+    pub load: u64,
+    pub at: u64,
+}
+
+impl Avg {
+    pub fn new(load: u64, now: u64) -> Avg {
+        Avg { load, at: now }
+    }
+
+    /// Brings the average to `now`, its target (the runnable weight) having been `target`
+    /// since the last update: `target + (load - target) * y^n` over the `n` whole periods
+    /// that passed.
+    pub fn advance(&mut self, now: u64, target: u64) {
+        let n = now.saturating_sub(self.at) / PERIOD;
+        if n == 0 {
+            return;
+        }
+        self.at += n * PERIOD;
+        self.load = if self.load >= target {
+            target + decay_load(self.load - target, n)
+        } else {
+            target - decay_load(target - self.load, n)
+        };
+    }
+
+    /// The average at `now` without storing it.
+    pub fn at_time(mut self, now: u64, target: u64) -> u64 {
+        self.advance(now, target);
+        self.load
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decay_halves_every_32_periods() {
+        // y^32 = 1/2 exactly by the shift; y^1 * 1024 = 1002.04 (floored); y^16 = 1/sqrt 2.
+        assert_eq!(decay_load(1024, 0), 1023); // 0xffffffff / 2^32, floored
+        assert_eq!(decay_load(1024, 1), 1002);
+        assert_eq!(decay_load(1024, 16), 724);
+        assert_eq!(decay_load(1024, 32), 511);
+        assert_eq!(decay_load(1024, 64), 255);
+        assert_eq!(decay_load(1 << 40, 32 * 64), 0);
+    }
+
+    #[test]
+    fn a_load_follows_its_target() {
+        // From 0 towards 1024: after 32 periods (32.768 ms) 1024 - 1024 * y^32 = 1024 - 511.
+        let mut a = Avg::new(0, 0);
+        a.advance(32 * PERIOD + 5, 1024);
+        assert_eq!(
+            a,
+            Avg {
+                load: 513,
+                at: 32 * PERIOD
+            }
+        );
+        // Asleep for 64 more periods: 513 * y^64 = 513 / 4, floored twice.
+        a.advance(96 * PERIOD + 999, 0);
+        assert_eq!(a.load, 127);
+        // Less than a period later: nothing changes.
+        assert_eq!(a.at_time(96 * PERIOD + 1_000_000, 1024), 127);
+    }
+}
