@@ -44,10 +44,11 @@ pub fn all_workers() -> usize {
     ab::allowed_cpus().len().max(1)
 }
 
-fn rayon_pool(workers: usize, pin: bool) -> rayon::ThreadPool {
+/// Rayon's pool; with `pin`, worker i on the (`first` + i)-th allowed CPU.
+fn rayon_pool(workers: usize, pin: Option<usize>) -> rayon::ThreadPool {
     let mut b = rayon::ThreadPoolBuilder::new().num_threads(workers);
-    if pin {
-        b = b.start_handler(ab::pin_to_nth);
+    if let Some(first) = pin {
+        b = b.start_handler(move |i| ab::pin_to_nth(first + i));
     }
     b.build().unwrap()
 }
@@ -56,8 +57,8 @@ fn rayon_pool(workers: usize, pin: bool) -> rayon::ThreadPool {
 /// and 10 (the leaves below n = 10 run sequentially): the time per join.
 fn fork_join(o: &Opts) {
     let n: u64 = if o.smoke { 12 } else { 22 };
-    // Enough fib(n) runs per sample for a few milliseconds at one worker.
-    let reps = if o.smoke { 1 } else { 5 };
+    // Enough fib(n) runs per sample for several milliseconds at one worker.
+    let reps = if o.smoke { 1 } else { 20 };
     let mut counts = vec![1];
     if all_workers() > 1 {
         counts.push(all_workers());
@@ -67,7 +68,7 @@ fn fork_join(o: &Opts) {
             let mut cfg = RtConfig::quiet(Mode::Paws, workers);
             cfg.pin = pin;
             let pool = RtPool::new(cfg).unwrap();
-            let rp = rayon_pool(workers, pin);
+            let rp = rayon_pool(workers, pin.then_some(0));
             for cutoff in [0u64, 10] {
                 let expect = fib_seq(n);
                 assert_eq!(pool.install(|| fib_paws(n, cutoff)), expect);
@@ -104,6 +105,8 @@ fn fork_join(o: &Opts) {
 
 fn main() {
     let o = Opts::from_args();
+    // Read the process's CPUs before any case pins a thread.
+    let _ = ab::allowed_cpus();
     println!(
         "schedkit-runtime peers: {} round(s) per case{}; load average {}",
         o.samples,

@@ -83,17 +83,19 @@ impl Opts {
     }
 }
 
-/// The CPUs this process may run on (`sched_getaffinity`), as a list ("0-1").
+/// The CPUs this process may run on (`sched_getaffinity` of the first caller, read once:
+/// a case that pins its submitting thread must not narrow what later cases see).
+fn allowed_set() -> &'static schedkit_linux::affinity::CpuSet {
+    static SET: std::sync::OnceLock<schedkit_linux::affinity::CpuSet> = std::sync::OnceLock::new();
+    SET.get_or_init(|| schedkit_linux::affinity::get_thread(0).unwrap_or_default())
+}
+
 pub fn allowed_cpus() -> Vec<usize> {
-    schedkit_linux::affinity::get_thread(0)
-        .map(|s| s.iter().collect())
-        .unwrap_or_default()
+    allowed_set().iter().collect()
 }
 
 fn allowed_list() -> String {
-    schedkit_linux::affinity::get_thread(0)
-        .map(|s| s.to_list())
-        .unwrap_or_else(|_| "?".into())
+    allowed_set().to_list()
 }
 
 fn online_cpus() -> usize {

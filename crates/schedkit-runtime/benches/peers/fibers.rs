@@ -4,6 +4,7 @@
 //! and spawn + join from a fiber. `may` runs one worker and 16 KiB stacks, as the ring's
 //! fibers get.
 
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,9 @@ use super::common::ab::{compare, Opts, Side};
 use super::PINS;
 
 const RING: usize = 7936;
+
+/// At most this long per ping-pong sample.
+const BUDGET: Duration = Duration::from_millis(50);
 
 fn runtime(arch: Arch, workers: usize, pin: bool) -> Runtime {
     let mut c = Config::new(arch);
@@ -32,11 +36,13 @@ fn ring_runtime(arch: Arch) -> Runtime {
     Runtime::new(c).unwrap()
 }
 
-/// `iters` round trips between two fibers through two auto-reset events; with `two_sts` the
-/// fibers are bound to scheduler threads 0 and 1, so every hop crosses STs.
+/// Round trips between two fibers through two auto-reset events, `iters` of them or as many
+/// as fit in [`BUDGET`] (a loaded machine makes a cross-ST round trip cost hundreds of
+/// microseconds); with `two_sts` the fibers are bound to scheduler threads 0 and 1, so every
+/// hop crosses STs.
 fn pingpong(rt: &Runtime, iters: u64, two_sts: bool) -> (Duration, u64) {
     let h = rt.handle();
-    let spawn_at = |st: usize, f: Box<dyn FnOnce() -> Duration + Send>| {
+    let spawn_at = |st: usize, f: Box<dyn FnOnce() -> (Duration, u64) + Send>| {
         if two_sts {
             h.spawn_on(st, f)
         } else {
@@ -45,31 +51,41 @@ fn pingpong(rt: &Runtime, iters: u64, two_sts: bool) -> (Duration, u64) {
     };
     let ping = Arc::new(Event::new(rt.handle(), EventKind::AutoReset, false));
     let pong = Arc::new(Event::new(rt.handle(), EventKind::AutoReset, false));
-    let (a, b) = (ping.clone(), pong.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (a, b, s) = (ping.clone(), pong.clone(), stop.clone());
     let echo = spawn_at(
         1,
         Box::new(move || {
-            for _ in 0..iters {
+            loop {
                 a.wait();
+                // The driver stores `stop` before its last set, which the wait saw.
+                if s.load(Relaxed) {
+                    break;
+                }
                 b.set();
             }
-            Duration::ZERO
+            (Duration::ZERO, 0)
         }),
     );
     let driver = spawn_at(
         0,
         Box::new(move || {
             let t0 = Instant::now();
-            for _ in 0..iters {
+            let mut n = 0;
+            while n < iters && (n % 64 != 0 || t0.elapsed() < BUDGET) {
                 ping.set();
                 pong.wait();
+                n += 1;
             }
-            t0.elapsed()
+            let d = t0.elapsed();
+            stop.store(true, Relaxed);
+            ping.set();
+            (d, n)
         }),
     );
-    let d = driver.join().unwrap();
+    let r = driver.join().unwrap();
     echo.join().unwrap();
-    (d, iters)
+    r
 }
 
 fn may_pingpong(iters: u64) -> (Duration, u64) {

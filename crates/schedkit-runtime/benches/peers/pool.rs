@@ -26,12 +26,19 @@ struct Peer {
     submit: Box<dyn Fn(Task)>,
 }
 
-fn peers(workers: usize, pin: bool) -> Vec<Peer> {
-    let cpus: Vec<usize> = ab::allowed_cpus().into_iter().cycle().take(workers).collect();
+/// Every pool with `workers` workers; with `pin = Some(first)`, worker i of each on the
+/// (`first` + i)-th allowed CPU.
+fn peers(workers: usize, pin: Option<usize>) -> Vec<Peer> {
+    let cpus: Vec<usize> = ab::allowed_cpus()
+        .into_iter()
+        .cycle()
+        .skip(pin.unwrap_or(0))
+        .take(workers)
+        .collect();
     let ours = |kind| {
         let mut cfg = PoolConfig::new(kind);
         cfg.workers = workers;
-        if pin {
+        if pin.is_some() {
             cfg.cpus = Some(cpus.clone());
         }
         let p = Pool::new(cfg).unwrap();
@@ -39,7 +46,7 @@ fn peers(workers: usize, pin: bool) -> Vec<Peer> {
     };
     let rp = rayon_pool(workers, pin);
     let tp = threadpool::ThreadPool::new(workers);
-    if pin {
+    if let Some(first) = pin {
         // threadpool has no start hook: one task per worker, held at a barrier until every
         // worker has one, pins each worker to its CPU.
         let b = Arc::new(Barrier::new(workers));
@@ -47,7 +54,7 @@ fn peers(workers: usize, pin: bool) -> Vec<Peer> {
         for _ in 0..workers {
             let (b, next) = (b.clone(), next.clone());
             tp.execute(move || {
-                ab::pin_to_nth(next.fetch_add(1, SeqCst));
+                ab::pin_to_nth(first + next.fetch_add(1, SeqCst));
                 b.wait();
             });
         }
@@ -151,20 +158,32 @@ fn sides<'a>(ps: &'a [Peer], f: &'a dyn Fn(&Peer) -> (Duration, u64)) -> Vec<Sid
 }
 
 pub fn bench(o: &Opts) {
-    let workers = all_workers();
+    let all = all_workers();
     let tasks = if o.smoke { 100 } else { 10_000 };
     let wakes = if o.smoke { 1 } else { 5 };
     for (pin, pin_name) in PINS {
-        let ps = peers(workers, pin);
-        let case = |what: &str| format!("{what}_w{workers}_{pin_name}");
+        // The queue case leaves the submitter a CPU of its own (CPU 0 when pinned, the
+        // workers on the others): workers held awake on every CPU would take the submitter's
+        // CPU in time slices, and the case would time the kernel's scheduler, not the queue.
+        let workers = if all > 1 { all - 1 } else { 1 };
+        let ps = peers(workers, pin.then_some(if all > 1 { 1 } else { 0 }));
+        let restore = pin.then(pin_submitter);
         compare(
             o,
             "pool",
-            &case(&format!("queue{tasks}")),
+            &format!("queue{tasks}_w{workers}_{pin_name}"),
             "task",
-            workers,
+            workers + 1,
             sides(&ps, &|p| queue(p, workers, tasks)),
         );
+        if let Some(cpus) = restore {
+            let _ = schedkit_linux::affinity::set_thread(0, &cpus);
+        }
+        drop(ps);
+
+        let workers = all;
+        let ps = peers(workers, pin.then_some(0));
+        let case = |what: &str| format!("{what}_w{workers}_{pin_name}");
         compare(
             o,
             "pool",
@@ -182,4 +201,12 @@ pub fn bench(o: &Opts) {
             sides(&ps, &|p| batch(p, tasks)),
         );
     }
+}
+
+/// Pins the calling (submitting) thread to the first allowed CPU; returns the affinity to
+/// put back.
+fn pin_submitter() -> schedkit_linux::affinity::CpuSet {
+    let before = schedkit_linux::affinity::get_thread(0).unwrap_or_default();
+    ab::pin_to_nth(0);
+    before
 }
