@@ -185,7 +185,7 @@ pub fn compare(opts: &Opts, group: &str, case: &str, unit: &str, workers: usize,
             format!("; {}", opts.label)
         }
     );
-    let sums: Vec<Summary> = ns.iter().map(|v| summary(v)).collect();
+    let sums: Vec<Summary> = ns.iter().map(|v| summary(v.as_slice())).collect();
     let mut json_sides = Vec::new();
     for (i, s) in sides.iter().enumerate() {
         let m = &sums[i];
