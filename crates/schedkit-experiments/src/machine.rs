@@ -71,3 +71,31 @@ pub struct TaskRun {
     /// What the run warns about (perf refused, a horizon overrun).
     pub warnings: Vec<String>,
 }
+
+/// The CPUs this process may use (its affinity, among the online ones) and the online count.
+pub fn allowed_cpus() -> (schedkit_linux::affinity::CpuSet, usize) {
+    let online = schedkit_linux::topo::Topology::host()
+        .map(|t| t.online)
+        .unwrap_or_default();
+    let allowed = if online.is_empty() {
+        schedkit_linux::affinity::get_thread(0).unwrap_or_default()
+    } else {
+        schedkit_linux::honest::allowed_cpus(&online)
+    };
+    (allowed, online.len())
+}
+
+/// A warning when this process may use fewer CPUs than are online (a taskset, or a cpuset of
+/// its cgroup, perhaps left by another run): an experiment that starts one worker per CPU
+/// then runs on fewer, and a reader of its numbers must know.
+pub fn narrowed_warning(what: &str) -> Option<String> {
+    let (allowed, online) = allowed_cpus();
+    (online > allowed.len()).then(|| {
+        format!(
+            "{what} on {} CPU(s): this process may use only CPUs {} of the {online} online \
+             (a taskset, or a cpuset of its cgroup)",
+            allowed.len(),
+            allowed.to_list()
+        )
+    })
+}

@@ -35,7 +35,8 @@ pub struct FibersGaussArgs {
     /// Matrix size n (default 1024; 256 with --quick). Method 1 needs n >= threads.
     #[arg(long)]
     pub size: Option<usize>,
-    /// Scheduler threads for A1, A2 and may (default: the CPUs this process may use).
+    /// Scheduler threads for A1, A2 and may (default: the CPUs this process may use; more
+    /// than that is refused, and a default narrowed by a taskset or cpuset is warned about).
     #[arg(long)]
     pub workers: Option<usize>,
     /// Seed of the random system.
@@ -78,9 +79,18 @@ pub fn run(a: FibersGaussArgs) -> Result<(), Failure> {
     };
     let r = fibers::run(&FibersOptions::from(&a), bar.as_ref())?;
     if a.flags.json {
+        // The text output carries them above its tables; JSON readers may not look.
+        for w in &r.warnings {
+            eprintln!("warning: {w}");
+        }
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "rows": r.rows })).expect("json")
+            serde_json::to_string_pretty(&serde_json::json!({
+                "rows": r.rows,
+                "workers": r.workers,
+                "warnings": r.warnings,
+            }))
+            .expect("json")
         );
     } else {
         print!("{}", render::text(&r));

@@ -386,7 +386,14 @@ fn fibers_gauss_json_chart_and_bad_options() {
         assert!(text.contains(needle), "chart lacks {needle}");
     }
     renders(&svg);
-    for bad in [["--arch", "A3"], ["--threads", "0"], ["--method", "3"]] {
+    // More scheduler threads than this process may use CPUs is refused, not run on fewer.
+    let too_many = (schedkit_linux::affinity::get_thread(0).unwrap().len() + 1).to_string();
+    for bad in [
+        ["--arch", "A3"],
+        ["--threads", "0"],
+        ["--method", "3"],
+        ["--workers", too_many.as_str()],
+    ] {
         let out = schedkit_in(
             &["experiment", "fibers-gauss", "--quick", bad[0], bad[1]],
             dir.path(),

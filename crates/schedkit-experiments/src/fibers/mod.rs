@@ -95,6 +95,8 @@ pub struct FibersResult {
     pub size: usize,
     pub workers: usize,
     pub repeat: usize,
+    /// Where the run is not what a reader would assume (fewer CPUs than the machine has).
+    pub warnings: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -164,16 +166,7 @@ pub fn run(a: &FibersOptions, progress: &dyn Progress) -> Result<FibersResult, E
             )));
         }
     }
-    let workers = a.workers.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
-    if workers == 0 || workers > 64 {
-        return Err(Error::BadInput(format!(
-            "--workers: {workers} is out of range 1..=64"
-        )));
-    }
+    let (workers, warnings) = workers_for(a.workers)?;
 
     // Cells to run; Method 1 needs a row per thread, Method 2 a row and a column per tile.
     let mut cells = Vec::new();
@@ -287,5 +280,57 @@ pub fn run(a: &FibersOptions, progress: &dyn Progress) -> Result<FibersResult, E
         size,
         workers,
         repeat,
+        warnings,
     })
+}
+
+/// The scheduler-thread count and what to warn about. Each scheduler thread is pinned to its
+/// own allowed CPU, so more threads than allowed CPUs would share CPUs and time something
+/// else than the experiment: `--workers` above the allowed count is refused. Without
+/// `--workers` the count is the allowed CPUs, and a narrowed affinity (a taskset, or a
+/// cgroup's cpuset, perhaps from another run) is warned about: it once made a run use one
+/// scheduler thread without a word.
+pub fn workers_for(asked: Option<usize>) -> Result<(usize, Vec<String>), Error> {
+    let (allowed, online) = crate::machine::allowed_cpus();
+    let n = allowed.len().max(1);
+    let workers = match asked {
+        Some(w) if w == 0 || w > 64 => {
+            return Err(Error::BadInput(format!(
+                "--workers: {w} is out of range 1..=64"
+            )))
+        }
+        Some(w) if w > n => {
+            return Err(Error::BadInput(format!(
+                "--workers {w}: this process may use only {n} CPU(s) ({}) of the {online} online \
+                 (its CPU affinity: a taskset, or a cpuset of its cgroup); give --workers {n} \
+                 or widen the affinity",
+                allowed.to_list(),
+            )))
+        }
+        Some(w) => w,
+        None => n,
+    };
+    let warnings = if asked.is_none() {
+        crate::machine::narrowed_warning(&format!("{n} scheduler thread(s)"))
+            .into_iter()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok((workers, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    /// More scheduler threads than allowed CPUs is refused as bad input; the default is the
+    /// allowed count (whatever this test's affinity is).
+    #[test]
+    fn workers_above_the_allowed_cpus_are_refused() {
+        let n = crate::machine::allowed_cpus().0.len().max(1);
+        let e = super::workers_for(Some(n + 1)).unwrap_err();
+        assert!(e.is_bad_input(), "{e}");
+        assert!(e.to_string().contains("--workers"), "{e}");
+        assert_eq!(super::workers_for(Some(n)).unwrap().0, n);
+        assert_eq!(super::workers_for(None).unwrap().0, n);
+    }
 }

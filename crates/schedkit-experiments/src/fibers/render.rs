@@ -11,6 +11,9 @@ pub fn text(r: &FibersResult) -> String {
         "Blocked Gaussian elimination, n = {}, {} scheduler threads, median of {} run(s)\n\n",
         r.size, r.workers, r.repeat
     );
+    for w in &r.warnings {
+        out += &format!("WARNING: {w}\n\n");
+    }
     out += &format!("{}\n\n", times_table(&r.rows));
     if let Some(t) = speedup_table(&r.rows) {
         out += "Speed-up in % ((t_old / t_new - 1) x 100), per phase, as in seed 003 figures 3 and 5:\n\n";

@@ -475,6 +475,9 @@ pub fn run(
     let mut bound = vec![0; nw];
     let mut set_runs = Vec::new();
     let mut warnings = Vec::new();
+    if plan.engines.iter().any(|(e, _)| *e == Engine::Real) {
+        warnings.extend(crate::machine::narrowed_warning("the real runs' pool"));
+    }
     for (w, win) in plan.windows.iter().enumerate() {
         for (seed, tasks) in &plan.task_sets[w] {
             let holds = gedf_bound_holds(tasks, plan.cores);

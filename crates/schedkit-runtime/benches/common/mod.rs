@@ -1,6 +1,8 @@
 //! Recursive Fibonacci with `join`, written once for the PAWS pool and for Rayon, shared by
-//! `benches/paws_join.rs` and `examples/paws_fib_ab.rs` so both compare the same code.
+//! `benches/peers.rs` and `examples/paws_fib_ab.rs` so both compare the same code.
 #![allow(dead_code)]
+
+pub mod ab;
 
 use schedkit_runtime::paws;
 
