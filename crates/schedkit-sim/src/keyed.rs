@@ -308,6 +308,10 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
         Some(slot)
     }
 
+    fn nothing_queued(&self) -> bool {
+        self.is_empty()
+    }
+
     fn time_slice(&mut self, ctx: &Ctx, _core: usize, _slot: Slot) -> Option<Nanos> {
         self.policy.slice(ctx)
     }
