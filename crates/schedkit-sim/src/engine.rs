@@ -197,7 +197,17 @@ struct Job {
 }
 
 /// The simulator. Build with [`Engine::new`], then [`Engine::run`].
-pub struct Engine<'a> {
+///
+/// Generic over the dispatcher `D` and the trace sink `S` so that a caller that knows them
+/// (`simulate_report`: the metrics fold, and the global-EDF dispatcher) gets an engine with
+/// their hooks called directly and inlined; the defaults are the trait objects every other
+/// caller passes. A global-EDF job crosses about ten dispatcher hooks and seven trace events,
+/// and their indirect calls were a good part of its cost (docs/results/speed.md).
+pub struct Engine<
+    'a,
+    D: Dispatcher + ?Sized + 'a = dyn Dispatcher + 'a,
+    S: TraceSink + ?Sized + 'a = dyn TraceSink + 'a,
+> {
     scenario: &'a Scenario,
     cores_n: usize,
     now: Nanos,
@@ -216,10 +226,10 @@ pub struct Engine<'a> {
     next_job: Vec<u64>,
     cores: Vec<Core>,
     running: Vec<Option<Slot>>,
-    policy: Box<dyn Dispatcher + 'a>,
+    policy: Box<D>,
     controller: Option<Box<dyn Controller + 'a>>,
     group_weights: Vec<u64>,
-    sink: &'a mut dyn TraceSink,
+    sink: &'a mut S,
     stats: SimStats,
     live: usize,
     pending_arrivals: usize,
@@ -238,13 +248,13 @@ pub struct Engine<'a> {
     next_watch: u64,
 }
 
-impl<'a> Engine<'a> {
+impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, S> {
     pub fn new(
         scenario: &'a Scenario,
-        policy: Box<dyn Dispatcher + 'a>,
+        policy: Box<D>,
         controller: Option<Box<dyn Controller + 'a>>,
-        sink: &'a mut dyn TraceSink,
-    ) -> Engine<'a> {
+        sink: &'a mut S,
+    ) -> Engine<'a, D, S> {
         let cores_n = scenario.cores;
         let mut e = Engine {
             scenario,
@@ -308,7 +318,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Has `watch` asked every [`WATCH_EVERY`] events whether to go on.
-    pub fn with_watch(mut self, watch: &'a dyn Watch) -> Engine<'a> {
+    pub fn with_watch(mut self, watch: &'a dyn Watch) -> Engine<'a, D, S> {
         self.watch = Some(watch);
         self
     }
