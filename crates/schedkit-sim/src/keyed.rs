@@ -282,7 +282,7 @@ impl<P: KeyPolicy> Keyed<P> {
 
     /// The heap store turned into the ordered set (when the first thread with an affinity
     /// arrives): its live entries move over.
-    fn to_ordered(&mut self) {
+    fn switch_to_ordered(&mut self) {
         if let Store::Heap { heap, .. } = &mut self.store {
             let keys = &self.keys;
             let set = heap
@@ -341,7 +341,7 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
         let key = self.policy.key(ctx, slot, why, self.ticket);
         if ctx.thread(slot).affinity.is_some() && !self.any_affinity {
             self.any_affinity = true;
-            self.to_ordered();
+            self.switch_to_ordered();
         }
         *self.key_slot(slot) = Some(key);
         match &mut self.store {
