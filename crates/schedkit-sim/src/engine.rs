@@ -197,7 +197,17 @@ struct Job {
 }
 
 /// The simulator. Build with [`Engine::new`], then [`Engine::run`].
-pub struct Engine<'a> {
+///
+/// Generic over the dispatcher `D` and the trace sink `S` so that a caller that knows them
+/// (`simulate_report`: the metrics fold, and the global-EDF dispatcher) gets an engine with
+/// their hooks called directly and inlined; the defaults are the trait objects every other
+/// caller passes. A global-EDF job crosses about ten dispatcher hooks and seven trace events,
+/// and their indirect calls were a good part of its cost (docs/results/speed.md).
+pub struct Engine<
+    'a,
+    D: Dispatcher + ?Sized + 'a = dyn Dispatcher + 'a,
+    S: TraceSink + ?Sized + 'a = dyn TraceSink + 'a,
+> {
     scenario: &'a Scenario,
     cores_n: usize,
     now: Nanos,
@@ -216,17 +226,16 @@ pub struct Engine<'a> {
     next_job: Vec<u64>,
     cores: Vec<Core>,
     running: Vec<Option<Slot>>,
-    policy: Box<dyn Dispatcher + 'a>,
+    policy: Box<D>,
     controller: Option<Box<dyn Controller + 'a>>,
     group_weights: Vec<u64>,
-    sink: &'a mut dyn TraceSink,
+    sink: &'a mut S,
     stats: SimStats,
     live: usize,
     pending_arrivals: usize,
     scratch: Vec<usize>,
     /// Reused by `decide` (no allocation per decision).
     picks: Vec<(usize, Slot)>,
-    order: Vec<usize>,
     /// The cores whose `vacated` is set, in the order they were vacated: `decide` reads these
     /// instead of scanning every core (three scans of all cores per decision were a good
     /// part of a 64-core run). Empty after every `decide`.
@@ -239,13 +248,13 @@ pub struct Engine<'a> {
     next_watch: u64,
 }
 
-impl<'a> Engine<'a> {
+impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, S> {
     pub fn new(
         scenario: &'a Scenario,
-        policy: Box<dyn Dispatcher + 'a>,
+        policy: Box<D>,
         controller: Option<Box<dyn Controller + 'a>>,
-        sink: &'a mut dyn TraceSink,
-    ) -> Engine<'a> {
+        sink: &'a mut S,
+    ) -> Engine<'a, D, S> {
         let cores_n = scenario.cores;
         let mut e = Engine {
             scenario,
@@ -274,7 +283,6 @@ impl<'a> Engine<'a> {
             pending_arrivals: 0,
             scratch: Vec::new(),
             picks: Vec::new(),
-            order: Vec::new(),
             vacated_cores: Vec::new(),
             ready_since: Vec::new(),
             starvation_bound: None,
@@ -310,7 +318,7 @@ impl<'a> Engine<'a> {
     }
 
     /// Has `watch` asked every [`WATCH_EVERY`] events whether to go on.
-    pub fn with_watch(mut self, watch: &'a dyn Watch) -> Engine<'a> {
+    pub fn with_watch(mut self, watch: &'a dyn Watch) -> Engine<'a, D, S> {
         self.watch = Some(watch);
         self
     }
@@ -791,62 +799,26 @@ impl<'a> Engine<'a> {
         // (the kernel keeps running the current task in that case too).
         let mut picks = std::mem::take(&mut self.picks);
         picks.clear();
-        let mut order = std::mem::take(&mut self.order);
-        order.clear();
         let mut vacated = std::mem::take(&mut self.vacated_cores);
         vacated.sort_unstable();
         // The idle cores in pick order: vacated ones first, then the others, each in core
-        // order (`self.running` is the compact copy of the cores' `running`).
-        order.extend(vacated.iter().copied());
-        order.extend(
-            (0..self.cores_n)
-                .filter(|&c| self.running[c].is_none() && self.cores[c].vacated.is_none()),
-        );
-        for &core in &order {
-            debug_assert!(self.cores[core].running.is_none());
-            let picked = { pcall!(self, pick_next(core)) };
-            let Some(s) = picked else { continue };
-            if s as usize >= self.threads.len() {
-                let inv = &mut self.stats.invariants;
-                Invariants::note(&mut inv.invalid_picks, &mut inv.reasons, || {
-                    format!(
-                        "{}: invalid pick at {}: thread {s} on core {core}: no such thread",
-                        self.policy.name(),
-                        self.now
-                    )
-                });
-                continue;
+        // order (`self.running` is the compact copy of the cores' `running`). Once the
+        // dispatcher has nothing queued every further core would get `None`, so the rest are
+        // not asked: on a 64-core machine with a quarter of its cores idle, asking each of
+        // them after every job's end was a tenth of a global-EDF run.
+        for &core in &vacated {
+            if self.policy.nothing_queued() {
+                break;
             }
-            let t = &self.threads[s as usize];
-            let taken = picks.iter().any(|&(_, p)| p == s);
-            if t.state != ThreadState::Ready || !t.allowed_on(core) || taken {
-                let why = if taken {
-                    "already picked for another core this instant"
-                } else if t.state != ThreadState::Ready {
-                    "not ready"
-                } else {
-                    "not allowed on that core by its affinity"
-                };
-                let inv = &mut self.stats.invariants;
-                Invariants::note(&mut inv.invalid_picks, &mut inv.reasons, || {
-                    format!(
-                        "{}: invalid pick at {}: thread {s} on core {core}: {why} (state {:?})",
-                        self.policy.name(),
-                        self.now,
-                        t.state
-                    )
-                });
-                let t = &self.threads[s as usize];
-                if t.state == ThreadState::Ready && !taken {
-                    pcall!(self, enqueue(s, Enqueue::Preempted));
+            self.pick_on(core, &mut picks);
+        }
+        for core in 0..self.cores_n {
+            if self.running[core].is_none() && self.cores[core].vacated.is_none() {
+                if self.policy.nothing_queued() {
+                    break;
                 }
-                continue;
+                self.pick_on(core, &mut picks);
             }
-            self.check_wait(s);
-            self.threads[s as usize].state = ThreadState::Running(core);
-            self.cores[core].running = Some(s);
-            self.running[core] = Some(s);
-            picks.push((core, s));
         }
         // Phase 2: threads that left a core and were not picked again there are descheduled
         // before anything is dispatched, so a thread never appears on two cores at once.
@@ -874,7 +846,55 @@ impl<'a> Engine<'a> {
         vacated.clear();
         self.vacated_cores = vacated;
         self.picks = picks;
-        self.order = order;
+    }
+
+    /// Phase 1 of `decide` on the idle `core`: asks the dispatcher, checks its pick (an
+    /// invalid one is counted and re-queued, the core stays idle) and records it in `picks`.
+    fn pick_on(&mut self, core: usize, picks: &mut Vec<(usize, Slot)>) {
+        debug_assert!(self.cores[core].running.is_none());
+        let picked = { pcall!(self, pick_next(core)) };
+        let Some(s) = picked else { return };
+        if s as usize >= self.threads.len() {
+            let inv = &mut self.stats.invariants;
+            Invariants::note(&mut inv.invalid_picks, &mut inv.reasons, || {
+                format!(
+                    "{}: invalid pick at {}: thread {s} on core {core}: no such thread",
+                    self.policy.name(),
+                    self.now
+                )
+            });
+            return;
+        }
+        let t = &self.threads[s as usize];
+        let taken = picks.iter().any(|&(_, p)| p == s);
+        if t.state != ThreadState::Ready || !t.allowed_on(core) || taken {
+            let why = if taken {
+                "already picked for another core this instant"
+            } else if t.state != ThreadState::Ready {
+                "not ready"
+            } else {
+                "not allowed on that core by its affinity"
+            };
+            let inv = &mut self.stats.invariants;
+            Invariants::note(&mut inv.invalid_picks, &mut inv.reasons, || {
+                format!(
+                    "{}: invalid pick at {}: thread {s} on core {core}: {why} (state {:?})",
+                    self.policy.name(),
+                    self.now,
+                    t.state
+                )
+            });
+            let t = &self.threads[s as usize];
+            if t.state == ThreadState::Ready && !taken {
+                pcall!(self, enqueue(s, Enqueue::Preempted));
+            }
+            return;
+        }
+        self.check_wait(s);
+        self.threads[s as usize].state = ThreadState::Running(core);
+        self.cores[core].running = Some(s);
+        self.running[core] = Some(s);
+        picks.push((core, s));
     }
 
     fn dispatch(&mut self, core: usize, slot: Slot) {

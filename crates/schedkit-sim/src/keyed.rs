@@ -18,6 +18,7 @@
 use crate::policy::{Ctx, Dispatcher, Enqueue};
 use schedkit_core::trace::Slot;
 use schedkit_core::Nanos;
+use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 /// Removes and returns the smallest entry of `queue` whose thread may run on `core`.
@@ -73,12 +74,42 @@ pub trait KeyPolicy {
 /// (the RR benchmark spends most of its time here). Removal from the FIFO is lazy: the
 /// entry stays until it reaches the front, and is recognised as stale because the slot's
 /// current key differs.
+///
+/// The other policies keep a binary heap while no thread has an affinity and the running
+/// threads' keys do not change (all but SRTF): they need only the smallest key, which a heap
+/// gives without a B-tree's node shifting (the B-tree was a tenth of a global-EDF run).
+/// Removal is lazy there too. The first thread with an affinity turns the heap into the
+/// ordered set, whose in-order scan finds the first thread allowed on a core.
 enum Store<K: Ord + Copy> {
     Ordered(BTreeSet<(K, Slot)>),
+    Heap {
+        heap: BinaryHeap<Reverse<(K, Slot)>>,
+        live: usize,
+    },
     Fifo {
         queue: VecDeque<(K, Slot)>,
         live: usize,
     },
+}
+
+/// Whether `(key, slot)` is live: the slot is queued with that key (entries of removed or
+/// picked threads stay in the lazy stores until they surface).
+fn is_live<K: PartialEq + Copy>(keys: &[Option<K>], key: K, slot: Slot) -> bool {
+    keys.get(slot as usize) == Some(&Some(key))
+}
+
+/// Drops stale entries from the top of `heap` and returns the live smallest one.
+fn heap_first<K: Ord + Copy>(
+    heap: &mut BinaryHeap<Reverse<(K, Slot)>>,
+    keys: &[Option<K>],
+) -> Option<(K, Slot)> {
+    while let Some(&Reverse(e)) = heap.peek() {
+        if is_live(keys, e.0, e.1) {
+            return Some(e);
+        }
+        heap.pop();
+    }
+    None
 }
 
 /// The generic dispatcher over a [`KeyPolicy`].
@@ -103,6 +134,8 @@ pub struct Keyed<P: KeyPolicy> {
     /// dropped when they reach the top, and all at once when the heap outgrows the cores
     /// (so its size does not grow with simulated time).
     running: BinaryHeap<(P::Key, usize, Slot)>,
+    /// Scratch for `preempt_from_heap`: waiting threads lent from the heap store.
+    taken: Vec<(P::Key, Slot)>,
 }
 
 impl<P: KeyPolicy> Keyed<P> {
@@ -114,8 +147,13 @@ impl<P: KeyPolicy> Keyed<P> {
                     queue: VecDeque::new(),
                     live: 0,
                 }
-            } else {
+            } else if P::PREEMPTIVE && P::KEY_CHANGES_WHILE_RUNNING {
                 Store::Ordered(BTreeSet::new())
+            } else {
+                Store::Heap {
+                    heap: BinaryHeap::new(),
+                    live: 0,
+                }
             },
             keys: Vec::new(),
             ticket: 0,
@@ -124,6 +162,7 @@ impl<P: KeyPolicy> Keyed<P> {
             busy: Vec::new(),
             run_cache: Vec::new(),
             running: BinaryHeap::new(),
+            taken: Vec::new(),
         }
     }
 
@@ -132,9 +171,6 @@ impl<P: KeyPolicy> Keyed<P> {
     /// the best waiting threads first take the idle cores, then each takes the core of the
     /// worst running thread while that thread's key is larger than its own.
     fn preempt_from_heap(&mut self, ctx: &Ctx, out: &mut Vec<usize>) {
-        let Store::Ordered(queue) = &self.store else {
-            unreachable!("FIFO policies are not preemptive")
-        };
         let (heap, cache) = (&mut self.running, &self.run_cache);
         // An entry is live while `run_cache` still holds it and its slot runs on its core.
         let live = |&(key, core, slot): &(P::Key, usize, Slot)| {
@@ -150,15 +186,42 @@ impl<P: KeyPolicy> Keyed<P> {
             }
             None
         };
-        let mut idle = ctx.running.iter().filter(|r| r.is_none()).count();
         let Some((worst_key, ..)) = worst(heap) else {
             return;
         };
-        let best = queue.first().expect("queue is not empty").0;
-        if best >= worst_key || queue.len() <= idle {
+        let keys = &self.keys;
+        let (best, queued) = match &mut self.store {
+            Store::Ordered(q) => (q.first().map(|e| e.0), q.len()),
+            Store::Heap { heap, live } => (heap_first(heap, keys).map(|e| e.0), *live),
+            Store::Fifo { .. } => unreachable!("FIFO policies are not preemptive"),
+        };
+        let best = best.expect("queue is not empty");
+        if best >= worst_key {
             return;
         }
-        for &(key, _) in queue.iter().take(ctx.cores) {
+        let mut idle = ctx.running.iter().filter(|r| r.is_none()).count();
+        if queued <= idle {
+            return;
+        }
+        // The waiting threads in key order, as far as they take cores: the heap store lends
+        // them by popping (into `taken`) and gets them back afterwards.
+        let mut taken = std::mem::take(&mut self.taken);
+        let (mut ordered, mut lent) = match &mut self.store {
+            Store::Ordered(q) => (Some(q.iter()), None),
+            Store::Heap { heap, .. } => (None, Some(heap)),
+            Store::Fifo { .. } => unreachable!("FIFO policies are not preemptive"),
+        };
+        for _ in 0..ctx.cores {
+            let key = match (&mut ordered, &mut lent) {
+                (Some(it), _) => it.next().map(|e| e.0),
+                (None, Some(h)) => heap_first(h, keys).map(|e| {
+                    h.pop();
+                    taken.push(e);
+                    e.0
+                }),
+                _ => None,
+            };
+            let Some(key) = key else { break };
             if idle > 0 {
                 idle -= 1;
                 continue;
@@ -174,6 +237,10 @@ impl<P: KeyPolicy> Keyed<P> {
                 _ => break,
             }
         }
+        if let Some(h) = lent {
+            h.extend(taken.drain(..).map(Reverse));
+        }
+        self.taken = taken;
     }
 
     fn key_slot(&mut self, slot: Slot) -> &mut Option<P::Key> {
@@ -205,14 +272,25 @@ impl<P: KeyPolicy> Keyed<P> {
     fn len(&self) -> usize {
         match &self.store {
             Store::Ordered(q) => q.len(),
-            Store::Fifo { live, .. } => *live,
+            Store::Heap { live, .. } | Store::Fifo { live, .. } => *live,
         }
     }
 
     fn is_empty(&self) -> bool {
-        match &self.store {
-            Store::Ordered(q) => q.is_empty(),
-            Store::Fifo { live, .. } => *live == 0,
+        self.len() == 0
+    }
+
+    /// The heap store turned into the ordered set (when the first thread with an affinity
+    /// arrives): its live entries move over.
+    fn switch_to_ordered(&mut self) {
+        if let Store::Heap { heap, .. } = &mut self.store {
+            let keys = &self.keys;
+            let set = heap
+                .drain()
+                .map(|Reverse(e)| e)
+                .filter(|e| is_live(keys, e.0, e.1))
+                .collect();
+            self.store = Store::Ordered(set);
         }
     }
 
@@ -220,6 +298,7 @@ impl<P: KeyPolicy> Keyed<P> {
     fn first_key(&self) -> Option<P::Key> {
         match &self.store {
             Store::Ordered(q) => q.first().map(|e| e.0),
+            Store::Heap { .. } => self.queued().next().map(|e| e.0),
             Store::Fifo { queue, .. } => queue
                 .iter()
                 .find(|(k, s)| self.keys.get(*s as usize) == Some(&Some(*k)))
@@ -231,6 +310,17 @@ impl<P: KeyPolicy> Keyed<P> {
     fn queued(&self) -> Box<dyn Iterator<Item = (P::Key, Slot)> + '_> {
         match &self.store {
             Store::Ordered(q) => Box::new(q.iter().copied()),
+            // Not reached (the general `preempt` pass runs with affinities or changing keys,
+            // where the store is ordered); correct anyway, at the cost of a sort.
+            Store::Heap { heap, .. } => {
+                let mut v: Vec<(P::Key, Slot)> = heap
+                    .iter()
+                    .map(|&Reverse(e)| e)
+                    .filter(|e| is_live(&self.keys, e.0, e.1))
+                    .collect();
+                v.sort_unstable();
+                Box::new(v.into_iter())
+            }
             Store::Fifo { queue, .. } => Box::new(
                 queue
                     .iter()
@@ -249,13 +339,18 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
     fn enqueue(&mut self, ctx: &Ctx, slot: Slot, why: Enqueue) {
         self.ticket += 1;
         let key = self.policy.key(ctx, slot, why, self.ticket);
-        if ctx.thread(slot).affinity.is_some() {
+        if ctx.thread(slot).affinity.is_some() && !self.any_affinity {
             self.any_affinity = true;
+            self.switch_to_ordered();
         }
         *self.key_slot(slot) = Some(key);
         match &mut self.store {
             Store::Ordered(q) => {
                 q.insert((key, slot));
+            }
+            Store::Heap { heap, live } => {
+                heap.push(Reverse((key, slot)));
+                *live += 1;
             }
             Store::Fifo { queue, live } => {
                 debug_assert!(
@@ -272,6 +367,17 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
         let allowed = |s: Slot| !self.any_affinity || ctx.thread(s).allowed_on(core);
         let (key, slot) = match &mut self.store {
             Store::Ordered(q) => take_first_allowed(q, ctx, core, self.any_affinity, |e| e.1)?,
+            // No affinities while the store is a heap: the smallest live entry.
+            Store::Heap { heap, live } => {
+                let e = heap_first(heap, &self.keys)?;
+                heap.pop();
+                *live -= 1;
+                if heap.len() > 2 * *live + 64 {
+                    let keys = &self.keys;
+                    heap.retain(|&Reverse(e)| is_live(keys, e.0, e.1));
+                }
+                e
+            }
             Store::Fifo { queue, live } => {
                 let keys = &self.keys;
                 let is_live = |k: &P::Key, s: Slot| keys.get(s as usize) == Some(&Some(*k));
@@ -306,6 +412,10 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
         }
         *self.key_slot(slot) = None;
         Some(slot)
+    }
+
+    fn nothing_queued(&self) -> bool {
+        self.is_empty()
     }
 
     fn time_slice(&mut self, ctx: &Ctx, _core: usize, _slot: Slot) -> Option<Nanos> {
@@ -391,7 +501,7 @@ impl<P: KeyPolicy> Dispatcher for Keyed<P> {
                 Store::Ordered(q) => {
                     q.remove(&(key, slot));
                 }
-                Store::Fifo { live, .. } => *live -= 1,
+                Store::Heap { live, .. } | Store::Fifo { live, .. } => *live -= 1,
             }
         }
     }

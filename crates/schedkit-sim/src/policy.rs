@@ -14,7 +14,8 @@
 //! (`enqueue` New/Expired/Woken, `exit`, `remove`, `reweight`, `place`, `balance`) first,
 //! then `charge` (if [`Dispatcher::charge_before_preempt`]), `preempt`, `enqueue` Preempted
 //! for each core it named, then `pick_next` for every idle core (cores that just gave up a
-//! thread first, then the others in core order), then `time_slice` for each dispatch.
+//! thread first, then the others in core order) until [`Dispatcher::nothing_queued`], then
+//! `time_slice` for each dispatch.
 //!
 //! What the engine checks, and how it answers a broken dispatcher (counted in
 //! [`crate::engine::Invariants`], with reasons in [`crate::SimStats::warnings`], never a
@@ -175,6 +176,14 @@ pub trait Dispatcher {
     /// to save O(cores) per decision).
     fn charge_before_preempt(&self) -> bool {
         true
+    }
+
+    /// Whether nothing is queued, so that `pick_next` would return `None` on every core and
+    /// change nothing. Asked before each `pick_next`; once it says true, the idle cores left
+    /// in the instant are not asked (on many mostly idle cores that saves a call per idle
+    /// core per decision). Must not change state. Default: false (every idle core is asked).
+    fn nothing_queued(&self) -> bool {
+        false
     }
 
     /// Pushes into `out` the cores whose running thread must give way now. Called once per
