@@ -552,9 +552,9 @@ enum Body {
 struct Proc {
     start_ns: u64,
     end_ns: Option<u64>,
-    /// A command's job cgroup's `pids.current` (every task of its tree, threads included),
-    /// where the hierarchy has one: while it equals the threads tracked, nothing new was
-    /// started and discovery reads nothing more.
+    /// A command's job cgroup's task count ([`crate::jobcg::task_counter`]), where the
+    /// hierarchy has one: while it equals the threads tracked, nothing new was started and
+    /// discovery reads nothing more.
     tasks_file: Option<PathBuf>,
     body: Body,
     counters: Option<CounterSet>,
@@ -874,8 +874,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         end_ns: None,
                         tasks_file: target
                             .as_ref()
-                            .map(|t| t.0.join("pids.current"))
-                            .filter(|f| f.exists()),
+                            .and_then(|t| crate::jobcg::task_counter(&t.0)),
                         body: Body::Command { pid, exit: None },
                         counters,
                         next_index: 0,
@@ -950,9 +949,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     }
                     Body::Command { .. }
                         if pr.tasks_file.as_ref().is_some_and(|f| {
-                            crate::read_trim(f)
-                                .ok()
-                                .and_then(|n| n.parse::<usize>().ok())
+                            crate::jobcg::count_tasks(f)
                                 == Some(
                                     tracks
                                         .iter()
@@ -1330,7 +1327,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     // A last sweep: threads born since the previous one inherited the system CPUs and are
     // journaled now, so undo gives them the machine back too.
     if let (Some((iso, _)), Some(j)) = (isolation.as_mut(), journal.as_mut()) {
-        let _ = iso.sweep(j);
+        let _ = iso.final_sweep(j);
     }
     let undone = journal.as_mut().map(|j| j.undo()).unwrap_or_default();
     drop(journal);
