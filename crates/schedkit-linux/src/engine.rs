@@ -1482,8 +1482,10 @@ fn discover(
 /// every [`IDLE_EVERY`] samples until it runs again: a job of a thousand threads that mostly
 /// sleep (a pool, a server) costs a quarter of the reads. Its CPU time stays exact (schedstat
 /// counts on); a wake-up is seen up to `IDLE_EVERY - 1` periods late, and its CPU time is
-/// then placed in the interval where it is seen (the trace's layout, not its totals).
-const IDLE_SAMPLES: u32 = 3;
+/// then placed in the interval where it is seen (the trace's layout, not its totals). One
+/// sample, not three: a thousand threads that each wake once a second spent most of their
+/// reads in the three samples after each wake-up (docs/results/run-cost.md).
+const IDLE_SAMPLES: u32 = 1;
 const IDLE_EVERY: u64 = 4;
 
 /// One sampling step over `[t0, t1)`: reads every live thread and writes the interval's
