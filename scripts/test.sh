@@ -25,7 +25,14 @@ fi
 # pyo3's build script configures itself for the interpreter in PYO3_PYTHON and runs again when
 # it changes: the workspace build below gets the one maturin will use, so the pyo3 crates it
 # builds are the ones maturin needs.
+# maturin also sets PYO3_ENVIRONMENT_SIGNATURE (implementation-major.minor-bits), which the
+# build script watches too (seen in cargo's fingerprint log: "EnvVarChanged
+# PYO3_ENVIRONMENT_SIGNATURE"); the same value here.
 export PYO3_PYTHON="$venv/bin/python"
+PYO3_ENVIRONMENT_SIGNATURE=$("$PYO3_PYTHON" -c 'import platform, struct, sys
+bits = struct.calcsize("P") * 8
+print("%s-%d.%d-%dbit" % (platform.python_implementation().lower(), *sys.version_info[:2], bits))')
+export PYO3_ENVIRONMENT_SIGNATURE
 python_setup=$((SECONDS - start))
 
 cargo test --workspace
