@@ -1,29 +1,22 @@
 """Benchmarks of the Python layer, written up in docs/results/python.md.
 
-    python python/bench/bench.py simulate      # 10,000-process RR: Python vs the CLI
+    python python/bench/bench.py simulate [N]  # 10,000-process RR: Python vs the CLI, N repeats
     RAYON_NUM_THREADS=1 python python/bench/bench.py sweep N   # N task sets on one core
     python python/bench/bench.py sweep N                       # ... on all cores
-    python python/bench/bench.py dask N        # N task sets: local vs a 2-worker LocalCluster
+
+A sweep on a Dask LocalCluster against the local one: python/bench/dask_sweep.py.
 
 Needs the package built with --release and SCHEDKIT_BIN pointing at a release binary.
 """
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 import schedkit
-
-
-def best_of(n, f):
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def rr_scenario(path):
@@ -34,16 +27,46 @@ def rr_scenario(path):
         f.write("\n".join(lines) + "\n")
 
 
-def simulate():
+def simulate(repeats):
+    """Python and the CLI, interleaved (CLI, Python, CLI, ...) so that a change in the
+    machine's load hits both alike; medians and ranges. The Python side is split into its
+    steps: parsing the file, simulating (Rust, the GIL released), handing the report's tables
+    to Python, and building the pandas DataFrames."""
+    from schedkit import _schedkit
+
     exe = os.environ["SCHEDKIT_BIN"]
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "rr10k.toml")
         rr_scenario(path)
-        cli = best_of(5, lambda: subprocess.run([exe, "sim", path, "--json"], check=True,
-                                                stdout=subprocess.DEVNULL))
-        py = best_of(5, lambda: schedkit.simulate(schedkit.Scenario.load(path)).threads)
-    print(f"10,000-process RR, best of 5: CLI sim --json {cli:.3f} s, "
-          f"Python load+simulate+DataFrames {py:.3f} s ({(py / cli - 1) * 100:+.1f} %)")
+        steps = {k: [] for k in ("cli", "python", "load", "simulate", "tables", "pandas")}
+        for _ in range(repeats):
+            t = time.perf_counter()
+            subprocess.run([exe, "sim", path, "--json"], check=True, stdout=subprocess.DEVNULL)
+            steps["cli"].append(time.perf_counter() - t)
+
+            t0 = time.perf_counter()
+            sc = schedkit.Scenario.load(path)
+            t1 = time.perf_counter()
+            native = _schedkit.simulate(sc, False)
+            t2 = time.perf_counter()
+            tables = native.tables()
+            t3 = time.perf_counter()
+            frames = [schedkit._frame(t) for t in tables]
+            t4 = time.perf_counter()
+            assert len(frames[1]) == 10_000  # threads: one per process
+            steps["load"].append(t1 - t0)
+            steps["simulate"].append(t2 - t1)
+            steps["tables"].append(t3 - t2)
+            steps["pandas"].append(t4 - t3)
+            steps["python"].append(t4 - t0)
+    med = {k: statistics.median(v) for k, v in steps.items()}
+    print(f"10,000-process RR, {repeats} interleaved repeats, median [min-max] s; "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for k, v in steps.items():
+        print(f"  {k:9} {med[k]:7.3f}  [{min(v):.3f}-{max(v):.3f}]")
+    print(f"Python load+simulate+DataFrames / CLI sim --json: {med['python'] / med['cli']:.3f} "
+          f"({(med['python'] / med['cli'] - 1) * 100:+.1f} %); the Python-only steps "
+          f"(tables + pandas) {med['tables'] + med['pandas']:.3f} s")
 
 
 def sweep_args():
@@ -51,28 +74,10 @@ def sweep_args():
     return sc, dict(utilisations=[0.9], policies=["gedf"], generator="uunifast:8")
 
 
-def dask(n):
-    from dask.distributed import Client, LocalCluster
-
-    sc, kw = sweep_args()
-    t = time.perf_counter()
-    local = schedkit.sweep(sc, seeds=range(n), **kw)
-    t_local = time.perf_counter() - t
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
-        client.run(lambda: None)  # workers up before the clock starts
-        t = time.perf_counter()
-        spread = schedkit.sweep(sc, seeds=range(n), client=client, **kw)
-        t_dask = time.perf_counter() - t
-    print(f"{n} task sets: local {t_local:.2f} s, 2-worker LocalCluster {t_dask:.2f} s, "
-          f"equal: {spread.equals(local)}")
-    print(local.to_string())
-
-
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "simulate":
-        simulate()
+        simulate(int(sys.argv[2]) if len(sys.argv) > 2 else 9)
     elif what == "sweep":
         sc, kw = sweep_args()
         n = int(sys.argv[2])
@@ -80,5 +85,3 @@ if __name__ == "__main__":
         schedkit.sweep(sc, seeds=range(n), **kw)
         print(f"{n} task sets, RAYON_NUM_THREADS={os.environ.get('RAYON_NUM_THREADS', 'all')}: "
               f"{time.perf_counter() - t:.2f} s")
-    elif what == "dask":
-        dask(int(sys.argv[2]))
