@@ -9,14 +9,6 @@ cd "$(dirname "$0")/.."
 # The real tools (cyclictest, hackbench, stress-ng) some tests run beside schedkit.
 bash scripts/deps.sh
 
-# The README's tours, every command as written, on a fresh `cargo install` of the binary
-# (scripts/tours.sh). `--profile test` installs the build `cargo test` has just made in the
-# same target directory instead of a release build from scratch; the README's own install
-# command is the release one.
-tours_start=$SECONDS
-bash scripts/tours.sh --profile test
-echo "scripts/test.sh: the README's tours took $((SECONDS - tours_start)) s" >&2
-
 start=$SECONDS
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 venv="$target/pyvenv"
@@ -45,6 +37,14 @@ export PYO3_ENVIRONMENT_SIGNATURE
 python_setup=$((SECONDS - start))
 
 cargo test --workspace
+
+# The README's tours, every command as written, on a fresh `cargo install` of the binary
+# (scripts/tours.sh). `--profile test` installs the build `cargo test` has just made in the
+# same target directory instead of a release build from scratch; the README's own install
+# command is the release one.
+tours_start=$SECONDS
+bash scripts/tours.sh --profile test
+echo "scripts/test.sh: the README's tours took $((SECONDS - tours_start)) s" >&2
 
 start=$SECONDS
 # `cargo test --workspace` builds the binary for its CLI tests; a separate `cargo build` would
