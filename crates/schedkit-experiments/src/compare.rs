@@ -70,9 +70,10 @@ pub fn run_all(
     let results: Vec<_> = policies
         .par_iter()
         .map(|p| {
-            let mut s = scenario.clone();
-            s.policy.name = *p;
-            let r = schedkit_sim::simulate_report(&s, false).map(|(r, _, _)| r);
+            let r = scenario
+                .with_policy_spec(scenario.policy().clone().with_name(*p))
+                .map_err(Error::from)
+                .and_then(|s| Ok(schedkit_sim::simulate_report(&s, false).map(|(r, _, _)| r)?));
             progress.step();
             r
         })

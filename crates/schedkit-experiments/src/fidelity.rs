@@ -130,8 +130,7 @@ pub fn run(
             progress(&format!("{name}: real run {}/{}", k + 1, opts.repeats));
         }
         for &model in &opts.models {
-            let mut s = sc.clone();
-            s.policy.name = model;
+            let s = sc.with_policy_spec(sc.policy().clone().with_name(model))?;
             let (report, log, _) = schedkit_sim::simulate_report(&s, true)?;
             let m = sim_measure(&s, &report, &log.expect("trace kept"));
             out.rows

@@ -235,20 +235,13 @@ pub fn sweep_with_progress(
         .map(|&(i, seed)| {
             let tasks = draw(generator, base.cores, us[i], seed)
                 .map_err(|e| bad("utilisations", &us[i].to_string(), e))?;
-            let mut s = base.clone();
-            s.processes.clear();
-            s.groups.clear();
-            s.tasks = tasks;
+            let set = base.to_builder().without_work().tasks(tasks);
             let mut out = Vec::with_capacity(policies.len());
             for &p in &policies {
-                if p != base.policy.name {
-                    s.policy = PolicySpec {
-                        name: p,
-                        ..base.policy.clone()
-                    };
-                } else {
-                    s.policy = base.policy.clone();
-                }
+                let s = set
+                    .clone()
+                    .with_policy(base.policy().clone().with_name(p))
+                    .build()?;
                 out.push(match schedkit_sim::simulate_report(&s, false) {
                     Ok((r, _, _)) => Outcome::Ran {
                         jobs: r.summary.jobs,

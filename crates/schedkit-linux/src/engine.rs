@@ -98,16 +98,16 @@ pub enum RunPolicy {
 impl RunPolicy {
     /// The policy a scenario asks for, or an input error for simulator-only policies.
     pub fn from_scenario(s: &Scenario) -> Result<RunPolicy> {
-        Ok(match s.policy.name {
+        Ok(match s.policy().name() {
             PolicyName::Default => RunPolicy::Default,
             PolicyName::Fcfs => RunPolicy::Fifo { priority: None },
             PolicyName::Rr => RunPolicy::Rr {
                 priority: None,
-                quantum_ms: (s.policy.quantum.0 / 1_000_000).max(1),
+                quantum_ms: (s.policy().quantum().0 / 1_000_000).max(1),
             },
             PolicyName::Exclusive => RunPolicy::Exclusive(ExclusiveConfig::default()),
             PolicyName::Gang => RunPolicy::Gang {
-                quantum: s.policy.quantum,
+                quantum: s.policy().quantum(),
             },
             PolicyName::ProcessFair => RunPolicy::ProcessFair,
             name @ (PolicyName::Pfs
@@ -116,12 +116,12 @@ impl RunPolicy {
             | PolicyName::Tenants
             | PolicyName::GlobalFair) => RunPolicy::Fair {
                 name,
-                period: s.policy.period,
+                period: s.policy().period(),
             },
             other => {
                 return Err(Error::Input(format!(
                     "{}: policy.name: `{other}` runs in `schedkit sim` only; `schedkit run` supports default, fcfs, rr, exclusive, gang, process-fair, pfs, tfps, twrs, tenants and global-fair",
-                    s.file
+                    s.file()
                 )))
             }
         })
@@ -419,30 +419,30 @@ pub fn install_signal_handlers() {
 /// Checks a scenario against the machine before anything changes: commands exist, CPUs
 /// exist, priorities are in range, privileges suffice for what was asked.
 pub fn preflight(s: &Scenario, policy: &RunPolicy, topo: &Topology) -> Result<()> {
-    for p in &s.processes {
-        if let Some(cmd) = &p.command {
+    for p in s.processes() {
+        if let Some(cmd) = p.command() {
             if spawn::resolve(&cmd[0]).is_none() {
                 return Err(Error::Input(format!(
                     "{}:{}: process.command: `{}` not found (not in PATH or not executable)",
-                    s.file, p.line, cmd[0]
+                    s.file(), p.line(), cmd[0]
                 )));
             }
         }
-        if let Some(cpus) = &p.cpus {
+        if let Some(cpus) = p.cpus() {
             for &c in cpus {
                 if !topo.online.contains(c) {
                     return Err(Error::Input(format!(
                         "{}:{}: process.cpus: CPU {c} does not exist on this machine (online CPUs: {})",
-                        s.file, p.line, topo.online
+                        s.file(), p.line(), topo.online
                     )));
                 }
             }
         }
     }
-    if !s.tasks.is_empty() {
+    if !s.tasks().is_empty() {
         return Err(Error::Input(format!(
             "{}: task: periodic [[task]] entries run in `schedkit sim` only for now",
-            s.file
+            s.file()
         )));
     }
     match policy {
@@ -466,11 +466,11 @@ pub fn preflight(s: &Scenario, policy: &RunPolicy, topo: &Topology) -> Result<()
         ..
     } = policy
     {
-        for g in &s.groups {
-            if let Err(m) = crate::ctl::check_weight(g.weight) {
+        for g in s.groups() {
+            if let Err(m) = crate::ctl::check_weight(g.weight()) {
                 return Err(Error::Input(format!(
                     "{}: group.weight: group `{}`: {m}",
-                    s.file, g.name
+                    s.file(), g.name()
                 )));
             }
         }
@@ -606,15 +606,15 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     let mut frame = crate::honest::RunFrame {
         allowed: crate::honest::allowed_cpus(&topo.online),
         online: topo.online.clone(),
-        horizon: opts.bounded.then_some(scenario.horizon),
+        horizon: opts.bounded.then_some(scenario.horizon()),
         ..Default::default()
     };
-    if let Some(w) = crate::honest::fewer_cpus(scenario.cores, &frame.online, &frame.allowed) {
+    if let Some(w) = crate::honest::fewer_cpus(scenario.cores(), &frame.online, &frame.allowed) {
         if !opts.allow_degraded {
             return Err(Error::Degraded(format!(
                 "{}: cores: {w}; give the run the CPUs (or lower `cores`), or pass \
                  --allow-degraded to run on fewer and say so in the report",
-                scenario.file
+                scenario.file()
             )));
         }
         frame.degraded.push(w);
@@ -723,10 +723,10 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     }
 
     // Order of arrival.
-    let mut order: Vec<usize> = (0..scenario.processes.len()).collect();
-    order.sort_by_key(|&i| (scenario.processes[i].arrival, i));
+    let mut order: Vec<usize> = (0..scenario.processes().len()).collect();
+    order.sort_by_key(|&i| (scenario.processes()[i].arrival(), i));
     let mut pending = order.into_iter().peekable();
-    let horizon = scenario.horizon.0;
+    let horizon = scenario.horizon().0;
     frame.job = job_cpus.clone();
     let machine_at_start = crate::honest::CpuTimes::read(&roots, &frame.job);
     let own_cpu_at_start = crate::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
@@ -738,12 +738,12 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
         _ if !opts.bounded => None,
         _ => crate::guard::HorizonWatch::start(
             crate::gettid(),
-            origin + Duration::from_nanos(scenario.horizon.0),
+            origin + Duration::from_nanos(scenario.horizon().0),
             vec![opts.stop.clone()],
             signal_flag(),
         ),
     };
-    let mut procs: Vec<Option<Proc>> = (0..scenario.processes.len()).map(|_| None).collect();
+    let mut procs: Vec<Option<Proc>> = (0..scenario.processes().len()).map(|_| None).collect();
     let mut tracks: Vec<Track> = Vec::new();
     let mut by_tid: HashMap<i32, usize> = HashMap::new();
     let mut events: Vec<Event> = Vec::new();
@@ -768,32 +768,32 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     // Placement of one new job thread (called from the sampler for commands, and from the
     // thread itself for built-in workloads).
     let placement = |p: usize, k: usize| -> (Option<CpuSet>, Option<Policy>) {
-        let proc_ = &scenario.processes[p];
+        let proc_ = &scenario.processes()[p];
         match &opts.policy {
             RunPolicy::Default => (
-                proc_.cpus.as_ref().map(|c| c.iter().copied().collect()),
-                (proc_.nice != 0).then_some(Policy::Other { nice: proc_.nice }),
+                proc_.cpus().map(|c| c.iter().copied().collect()),
+                (proc_.nice() != 0).then_some(Policy::Other { nice: proc_.nice() }),
             ),
             RunPolicy::Fifo { priority } => (
-                proc_.cpus.as_ref().map(|c| c.iter().copied().collect()),
+                proc_.cpus().map(|c| c.iter().copied().collect()),
                 Some(Policy::Fifo {
-                    priority: rt_priority(*priority, proc_.priority),
+                    priority: rt_priority(*priority, proc_.priority()),
                 }),
             ),
             RunPolicy::Rr { priority, .. } => (
-                proc_.cpus.as_ref().map(|c| c.iter().copied().collect()),
+                proc_.cpus().map(|c| c.iter().copied().collect()),
                 Some(Policy::Rr {
-                    priority: rt_priority(*priority, proc_.priority),
+                    priority: rt_priority(*priority, proc_.priority()),
                 }),
             ),
             // The gang controller pins each thread to its matrix column; the class is set
             // explicitly, since the engine thread they inherit from runs SCHED_FIFO.
-            RunPolicy::Gang { .. } => (None, Some(Policy::Other { nice: proc_.nice })),
+            RunPolicy::Gang { .. } => (None, Some(Policy::Other { nice: proc_.nice() })),
             // SCHED_OTHER explicitly: weights (nice, cgroup shares) only act on that class,
             // and v1 refuses real-time threads in a new cpu cgroup.
             RunPolicy::ProcessFair | RunPolicy::Fair { .. } => (
-                proc_.cpus.as_ref().map(|c| c.iter().copied().collect()),
-                Some(Policy::Other { nice: proc_.nice }),
+                proc_.cpus().map(|c| c.iter().copied().collect()),
+                Some(Policy::Other { nice: proc_.nice() }),
             ),
             RunPolicy::Exclusive(_) => (
                 Some(CpuSet::single(job_list[k % job_list.len()])),
@@ -812,13 +812,13 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
             }
             // Arrivals.
             while let Some(&p) = pending.peek() {
-                if scenario.processes[p].arrival.0 > now || interrupted || now >= horizon {
+                if scenario.processes()[p].arrival().0 > now || interrupted || now >= horizon {
                     break;
                 }
                 pending.next();
-                let sp = &scenario.processes[p];
+                let sp = &scenario.processes()[p];
                 let start_ns = origin.elapsed().as_nanos() as u64;
-                let body = if let Some(cmd) = &sp.command {
+                let body = if let Some(cmd) = sp.command() {
                     // Into the run's job cgroup before it runs (born there where the kernel
                     // allows): everything it forks, even what leaves its process group, is
                     // born inside and ends with the run.
@@ -863,8 +863,8 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     if let Err(errno) = g.release() {
                         return Err(Error::Input(format!(
                             "{}:{}: process.command: cannot execute `{}`: {}",
-                            scenario.file,
-                            sp.line,
+                            scenario.file(),
+                            sp.line(),
                             cmd[0],
                             std::io::Error::from_raw_os_error(errno)
                         )));
@@ -883,19 +883,19 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     continue;
                 } else {
                     let spec = WorkSpec {
-                        work: sp.work.clone(),
-                        threads: sp.threads,
-                        burst: sp.burst.map(|b| b.0),
+                        work: sp.work().clone(),
+                        threads: sp.threads(),
+                        burst: sp.burst().map(|b| b.0),
                         iterations: opts.iterations,
-                        pattern: sp.pattern.clone(),
+                        pattern: sp.pattern().map(<[_]>::to_vec),
                     };
                     let base = next_pin;
-                    next_pin += sp.threads as usize;
-                    let plans: Vec<(Option<CpuSet>, Option<Policy>)> = (0..sp.threads as usize)
+                    next_pin += sp.threads() as usize;
+                    let plans: Vec<(Option<CpuSet>, Option<Policy>)> = (0..sp.threads() as usize)
                         .map(|k| placement(p, base + k))
                         .collect();
                     let refused = thread_warnings.clone();
-                    let name = sp.name.clone();
+                    let name = sp.name().to_string();
                     let setup: Arc<dyn Fn(u32) + Send + Sync> = Arc::new(move |k: u32| {
                         // Class first, then the CPU: a real-time thread that moves to its
                         // CPU preempts what runs there, while a SCHED_OTHER one would queue
@@ -918,7 +918,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         }
                     });
                     let running =
-                        workload::start(&sp.name, &spec, origin, stop_threads.clone(), setup)
+                        workload::start(&sp.name(), &spec, origin, stop_threads.clone(), setup)
                             .map_err(|e| Error::io("start workload threads", e))?;
                     Body::Builtin(running)
                 };
@@ -986,7 +986,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                     let index = pr.next_index;
                     pr.next_index += 1;
                     let slot_no = tracks.len() as Slot;
-                    let arrive_at = if index < scenario.processes[p].threads {
+                    let arrive_at = if index < scenario.processes()[p].threads() {
                         pr.start_ns
                     } else {
                         t_prev.max(pr.start_ns)
@@ -1025,7 +1025,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                                             "{}: kept the job's own {} (exclusive mode gives \
                                              job threads {} only when they choose no \
                                              real-time class)",
-                                            scenario.processes[p].name,
+                                            scenario.processes()[p].name(),
                                             cur.name_with_priority(),
                                             pol.name_with_priority()
                                         ));
@@ -1037,7 +1037,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         }
                     }
                     if let Some(f) = fair.as_ref() {
-                        f.attach_thread(p, pid, tid, is_cmd, scenario.processes[p].nice)?;
+                        f.attach_thread(p, pid, tid, is_cmd, scenario.processes()[p].nice())?;
                     }
                     let counters = (opts.perf && !is_cmd)
                         .then(|| CounterSet::open(source.as_mut(), Target::Thread(tid), &kinds));
@@ -1240,10 +1240,10 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
             .as_ref()
             .map(|s| s.longest_stall.load(Ordering::Relaxed))
             .unwrap_or(tr.longest_stall);
-        let sp = &scenario.processes[tr.process];
+        let sp = &scenario.processes()[tr.process];
         thread_out.push(ThreadOutcome {
-            name: format!("{}.{}", sp.name, tr.index),
-            process: sp.name.clone(),
+            name: format!("{}.{}", sp.name(), tr.index),
+            process: sp.name().to_string(),
             process_index: tr.process,
             thread_index: tr.index,
             tid: tr.tid,
@@ -1262,12 +1262,12 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     }
     let mut processes = Vec::new();
     for (p, pr) in procs.iter_mut().enumerate() {
-        let sp = &scenario.processes[p];
+        let sp = &scenario.processes()[p];
         let mine: Vec<&ThreadOutcome> =
-            thread_out.iter().filter(|t| t.process == sp.name).collect();
+            thread_out.iter().filter(|t| t.process == sp.name()).collect();
         let Some(pr) = pr.as_mut() else {
             processes.push(ProcessOutcome {
-                name: sp.name.clone(),
+                name: sp.name().to_string(),
                 pid: None,
                 exit: Some("never started".into()),
                 start_ns: 0,
@@ -1290,7 +1290,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
             Body::Command { pid, exit } => (Some(*pid), exit.clone(), None),
         };
         processes.push(ProcessOutcome {
-            name: sp.name.clone(),
+            name: sp.name().to_string(),
             pid,
             exit,
             start_ns: pr.start_ns,
@@ -1339,11 +1339,17 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     let gang = gang.map(|g| g.finish());
     result?;
 
-    let mut sc = scenario.clone();
-    for (p, sp) in sc.processes.iter_mut().enumerate() {
-        let n = tracks.iter().filter(|t| t.process == p).count() as u32;
-        sp.threads = sp.threads.max(n);
-    }
+    let mut p = 0;
+    let sc = scenario
+        .to_builder()
+        .map_processes(|sp| {
+            let n = tracks.iter().filter(|t| t.process == p).count() as u32;
+            p += 1;
+            let threads = sp.threads().max(n);
+            Ok(sp.with_threads(threads))
+        })
+        .and_then(|b| b.build())
+        .map_err(|e| Error::Input(e.to_string()))?;
     events.sort_by_key(|e| (e.time(), rank(e)));
     Ok(RunOutcome {
         scenario: sc,
@@ -2089,13 +2095,13 @@ impl FairRun {
     ) -> Result<FairRun> {
         let (name, period, controller) = match policy {
             RunPolicy::Fair { name, period } => {
-                let mut sc = scenario.clone();
-                sc.policy.name = *name;
-                sc.policy.period = *period;
+                let sc = scenario
+                    .with_policy_spec(scenario.policy().clone().with_name(*name).with_period(*period))
+                    .map_err(|e| Error::Input(e.to_string()))?;
                 let c = schedkit_core::controllers::build(&sc).ok_or_else(|| {
                     Error::Input(format!(
                         "{}: policy.name: `{name}` has no controller",
-                        scenario.file
+                        scenario.file()
                     ))
                 })?;
                 // Refuse now what `tick_controller` could not apply later.
@@ -2103,14 +2109,14 @@ impl FairRun {
                 if !missing.is_empty() {
                     return Err(Error::Input(format!(
                         "{}: policy.name: `{name}`'s controller may ask for {missing:?}, which the fair-share engine cannot apply",
-                        scenario.file
+                        scenario.file()
                     )));
                 }
                 (*name, period.0.max(1_000_000), Some(c))
             }
             _ => (
                 PolicyName::ProcessFair,
-                scenario.policy.period.0.max(1_000_000),
+                scenario.policy().period().0.max(1_000_000),
                 None,
             ),
         };
@@ -2123,7 +2129,7 @@ impl FairRun {
             cgroups: None,
             cg_of_process: Vec::new(),
             cg_of_group: Vec::new(),
-            group_weights: scenario.groups.iter().map(|g| g.weight).collect(),
+            group_weights: scenario.groups().iter().map(|g| g.weight()).collect(),
             thread_weights: !tenants,
             weight: HashMap::new(),
             nice: HashMap::new(),
@@ -2157,39 +2163,39 @@ impl FairRun {
             let mut cg = crate::cgroup::CpuGroups::create(roots, journal)?;
             cg.set_parent_load(
                 scenario
-                    .processes
+                    .processes()
                     .iter()
-                    .map(|p| p.weight * p.threads.max(1) as u64)
+                    .map(|p| p.weight() * p.threads().max(1) as u64)
                     .sum(),
             )?;
             if tenants {
-                for g in &scenario.groups {
-                    let i = cg.add(journal, &g.name, None, g.weight)?;
+                for g in scenario.groups() {
+                    let i = cg.add(journal, &g.name(), None, g.weight())?;
                     run.cg_of_group.push(i);
                 }
-                for p in &scenario.processes {
+                for p in scenario.processes() {
                     // A tenant of several processes splits its weight among them by their
                     // weights (one cgroup each inside the tenant's); a lone member uses the
                     // tenant's cgroup; an ungrouped process is its own tenant of weight
                     // w/1024 (a nice-0 process weighs as much as a tenant of weight 1, as in
                     // the simulator's tenants controller).
-                    let i = match p.group {
+                    let i = match p.group() {
                         Some(g) => {
                             let members = scenario
-                                .processes
+                                .processes()
                                 .iter()
-                                .filter(|q| q.group == Some(g))
+                                .filter(|q| q.group() == Some(g))
                                 .count();
                             if members > 1 {
-                                let w = ((p.weight * 100 + 512) / 1024).clamp(1, 10_000);
-                                cg.add(journal, &p.name, Some(run.cg_of_group[g]), w)?
+                                let w = ((p.weight() * 100 + 512) / 1024).clamp(1, 10_000);
+                                cg.add(journal, &p.name(), Some(run.cg_of_group[g]), w)?
                             } else {
                                 run.cg_of_group[g]
                             }
                         }
                         None => {
-                            let w = ((p.weight + 512) / 1024).clamp(1, 10_000);
-                            cg.add(journal, &p.name, None, w)?
+                            let w = ((p.weight() + 512) / 1024).clamp(1, 10_000);
+                            cg.add(journal, &p.name(), None, w)?
                         }
                     };
                     run.cg_of_process.push(i);
@@ -2203,17 +2209,17 @@ impl FairRun {
                 run.ctl = Some(srv);
             } else {
                 // Equal weights: the default of a new cgroup, written explicitly.
-                for p in &scenario.processes {
-                    let i = cg.add(journal, &p.name, None, 100)?;
+                for p in scenario.processes() {
+                    let i = cg.add(journal, &p.name(), None, 100)?;
                     run.cg_of_process.push(i);
                 }
             }
             run.cgroups = Some(cg);
-            if scenario.policy.trim {
+            if scenario.policy().trim() {
                 // Top-level entities: each group's cgroup, and each ungrouped process's.
-                let mut entity_of_group = vec![None; scenario.groups.len()];
-                for (p, sp) in scenario.processes.iter().enumerate() {
-                    let e = match sp.group.filter(|_| tenants) {
+                let mut entity_of_group = vec![None; scenario.groups().len()];
+                for (p, sp) in scenario.processes().iter().enumerate() {
+                    let e = match sp.group().filter(|_| tenants) {
                         Some(g) => *entity_of_group[g].get_or_insert_with(|| {
                             run.trim_cgroup.push(run.cg_of_group[g]);
                             run.trim_cgroup.len() - 1
@@ -2253,7 +2259,7 @@ impl FairRun {
         let load: u64 = tracks
             .iter()
             .filter(|t| !t.finished)
-            .map(|t| scenario.processes[t.process].weight)
+            .map(|t| scenario.processes()[t.process].weight())
             .sum::<u64>()
             .max(1);
         let diff = load.abs_diff(self.parent_load);
@@ -2327,11 +2333,11 @@ impl FairRun {
                         .map(|c| format!("{} at {}", c.controller().name(), c.parent().display()))
                         .unwrap_or_default(),
                     groups: scenario
-                        .groups
+                        .groups()
                         .iter()
                         .enumerate()
                         .map(|(g, sg)| GroupStatus {
-                            name: sg.name.clone(),
+                            name: sg.name().to_string(),
                             weight: self.group_weights[g],
                             kernel_value: self
                                 .cgroups
@@ -2346,9 +2352,9 @@ impl FairRun {
                 if let Err(m) = crate::ctl::check_weight(weight) {
                     return Reply::error(m);
                 }
-                let Some(g) = scenario.groups.iter().position(|sg| sg.name == group) else {
+                let Some(g) = scenario.groups().iter().position(|sg| sg.name() == group) else {
                     let known: Vec<&str> =
-                        scenario.groups.iter().map(|g| g.name.as_str()).collect();
+                        scenario.groups().iter().map(|g| g.name()).collect();
                     return Reply::error(format!(
                         "unknown group `{group}` (groups of this run: {})",
                         known.join(", ")
@@ -2389,7 +2395,7 @@ impl FairRun {
         });
         self.changes.push(crate::ctl::WeightChange {
             t_ns: now,
-            group: scenario.groups[g].name.clone(),
+            group: scenario.groups()[g].name().to_string(),
             weight,
         });
         Ok(())
@@ -2421,10 +2427,10 @@ impl FairRun {
                     if cur != want && set_nice(tr.tid, want).is_ok() {
                         self.overrides += 1;
                         if self.first_overrides.len() < 5 {
-                            let sp = &scenario.processes[tr.process];
+                            let sp = &scenario.processes()[tr.process];
                             self.first_overrides.push(format!(
                                 "{}.{} (tid {}) set nice {cur} at {}; set back to {want}",
-                                sp.name,
+                                sp.name(),
                                 tr.index,
                                 tr.tid,
                                 Nanos(now)
@@ -2442,20 +2448,20 @@ impl FairRun {
         };
         self.views.clear();
         for tr in live() {
-            let sp = &scenario.processes[tr.process];
+            let sp = &scenario.processes()[tr.process];
             self.views.push(schedkit_core::control::ThreadView {
                 id: tr.tid as u64,
                 process: tr.process,
                 index: tr.index as usize,
-                group: sp.group,
+                group: sp.group(),
                 core: (tr.last.tid != 0).then_some(tr.last.cpu),
-                weight: self.weight.get(&tr.tid).copied().unwrap_or(sp.weight),
-                base_weight: sp.weight,
+                weight: self.weight.get(&tr.tid).copied().unwrap_or(sp.weight()),
+                base_weight: sp.weight(),
                 runnable: tr.runnable,
                 cpu: Nanos(tr.prev_run),
             });
             // Threads seen for the first time keep the nice their placement gave them.
-            self.nice.entry(tr.tid).or_insert(sp.nice);
+            self.nice.entry(tr.tid).or_insert(sp.nice());
         }
         // Tracks go in order of first sighting across processes; the controller contract
         // promises the engine-independent (process, thread number) order.
@@ -2610,7 +2616,7 @@ impl FairRun {
         let mut new: Vec<usize> = Vec::new();
         for (k, v) in self.views.iter().enumerate() {
             let tid = v.id as i32;
-            let fixed = scenario.processes[v.process].cpus.is_some();
+            let fixed = scenario.processes()[v.process].cpus().is_some();
             if self.affinity_journaled.contains(&tid) || fixed {
                 if let (true, Some(c)) = (v.runnable, v.core.filter(|&c| c < cores)) {
                     load[c] += v.weight;

@@ -51,7 +51,7 @@ pub fn simulate_report_watched(
     keep_trace: bool,
     watch: Option<&dyn Watch>,
 ) -> Result<(Report, Option<TraceLog>, SimStats), ScenarioError> {
-    let mut metrics = Metrics::new(scenario, "sim", scenario.cores);
+    let mut metrics = Metrics::new(scenario, "sim", scenario.cores());
     let mut log = TraceLog::default();
     let stats = if keep_trace {
         let mut tee = Tee(&mut metrics, &mut log);
@@ -60,7 +60,7 @@ pub fn simulate_report_watched(
         simulate_watched(scenario, &mut metrics, watch)?
     };
     let mut report = metrics.finish(stats.end);
-    if scenario.policy.name == schedkit_core::PolicyName::Default {
+    if scenario.policy().name() == schedkit_core::PolicyName::Default {
         // The kernel's scheduler in `run`; here its model, named.
         report.policy = policies::default_label();
     }

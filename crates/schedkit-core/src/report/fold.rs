@@ -11,58 +11,58 @@ impl Metrics {
     pub fn new(scenario: &Scenario, engine: &str, cores: usize) -> Metrics {
         let mut process_thread_base = Vec::new();
         let mut n = 0;
-        for p in &scenario.processes {
+        for p in scenario.processes() {
             process_thread_base.push(n);
-            n += p.threads as usize;
+            n += p.threads() as usize;
         }
         // Proportional-share policies state the user's intent in tickets, the others in
         // weights (nice): the GPS reference follows whichever the policy honours.
         let by_tickets = matches!(
-            scenario.policy.name,
+            scenario.policy().name(),
             crate::scenario::PolicyName::Lottery | crate::scenario::PolicyName::Stride
         );
         let mut entities: Vec<Entity> = scenario
-            .processes
+            .processes()
             .iter()
             .map(|p| Entity {
-                name: p.name.clone(),
-                group: p.group,
+                name: p.name().to_string(),
+                group: p.group(),
                 weight: if by_tickets {
-                    p.tickets as f64
+                    p.tickets() as f64
                 } else {
-                    p.weight as f64
+                    p.weight() as f64
                 },
-                threads: p.threads as u64,
+                threads: p.threads() as u64,
                 ..Entity::default()
             })
             .collect();
         // Real-time tasks are not part of the GPS reference (their "fair share" is their
         // utilisation, see `finish`); weight 0 keeps them out of water-filling.
-        entities.extend(scenario.tasks.iter().map(|t| Entity {
-            name: t.name.clone(),
+        entities.extend(scenario.tasks().iter().map(|t| Entity {
+            name: t.name().to_string(),
             weight: 0.0,
             ..Entity::default()
         }));
-        let task_utilisation = scenario.tasks.iter().map(|t| t.utilisation()).collect();
+        let task_utilisation = scenario.tasks().iter().map(|t| t.utilisation()).collect();
         // Sampling groups costs O(grouped processes); for very large scenarios the period
         // grows so that sampling stays a small fraction of the work (docs/metrics.md).
         let scale = (entities.len() as u64).div_ceil(1000).max(1);
         let sample_interval = Self::SAMPLE_INTERVAL.0 * scale;
         Metrics {
             engine: engine.to_string(),
-            policy: scenario.policy.name.to_string(),
-            scenario: scenario.file.clone(),
+            policy: scenario.policy().name().to_string(),
+            scenario: scenario.file().to_string(),
             cores,
-            process_names: scenario.processes.iter().map(|p| p.name.clone()).collect(),
+            process_names: scenario.processes().iter().map(|p| p.name().to_string()).collect(),
             process_thread_base,
             threads: vec![ThreadStats::default(); n],
-            tasks: vec![TaskStats::default(); scenario.tasks.len()],
-            task_count: scenario.tasks.len(),
+            tasks: vec![TaskStats::default(); scenario.tasks().len()],
+            task_count: scenario.tasks().len(),
             task_utilisation,
             entities,
-            group_names: scenario.groups.iter().map(|g| g.name.clone()).collect(),
-            group_weights: scenario.groups.iter().map(|g| g.weight as f64).collect(),
-            group_max_abs_lag: vec![0.0; scenario.groups.len()],
+            group_names: scenario.groups().iter().map(|g| g.name().to_string()).collect(),
+            group_weights: scenario.groups().iter().map(|g| g.weight() as f64).collect(),
+            group_max_abs_lag: vec![0.0; scenario.groups().len()],
             slots: Vec::new(),
             core_last: vec![None; cores],
             generation: 0,
@@ -78,7 +78,7 @@ impl Metrics {
             gps_all_capped: false,
             sample_interval,
             next_sample: sample_interval,
-            measured_tasks: vec![None; scenario.tasks.len()],
+            measured_tasks: vec![None; scenario.tasks().len()],
             measured_totals: None,
         }
     }

@@ -1,16 +1,320 @@
 //! The checks of the raw layer's values that serde cannot make.
 
-use super::raw::{RawPhase, RawPolicy};
-use super::{GangOverheadSpec, Locator, Phase, PolicyName, PolicySpec, ScenarioError, Work};
-use crate::time::Nanos;
+use super::raw::{RawPhase, RawPolicy, RawProcess, RawScenario, RawTask, Val};
+use super::{
+    GangOverheadSpec, Group, Locator, Phase, PolicyName, PolicySpec, Process, Region, Scenario,
+    ScenarioError, Share, Task, Work,
+};
+use crate::time::{Bytes, Nanos};
 use std::collections::HashSet;
 use std::ops::Range;
-use toml::Spanned;
 
-pub(super) fn parse_policy(
+/// The checks: raw values (from the text, or from a builder) to a valid [`Scenario`]. Every
+/// scenario goes through here, so "valid" means one thing.
+pub(super) fn build(loc: &Locator, raw: RawScenario) -> Result<Scenario, ScenarioError> {
+    let cores = match &raw.cores {
+        Some(c) if *c.get_ref() < 1 || *c.get_ref() > 1 << 20 => {
+            return Err(loc.err(c.span(), "cores", "must be between 1 and 1048576"))
+        }
+        Some(c) => *c.get_ref() as usize,
+        None => 1,
+    };
+    let policy = match raw.policy {
+        None => PolicySpec::new(PolicyName::Fcfs),
+        Some(p) => {
+            let span = p.span();
+            parse_policy(loc, p.into_inner(), span, cores)?
+        }
+    };
+    let horizon = match raw.run.and_then(|r| r.horizon) {
+        Some(h) if h.get_ref().0 == 0 => {
+            return Err(loc.err(h.span(), "run.horizon", "must be greater than zero"))
+        }
+        Some(h) => *h.get_ref(),
+        None => Nanos::from_secs(10),
+    };
+
+    let mut groups = Vec::new();
+    let mut group_names = HashSet::new();
+    for g in &raw.group {
+        let g = g.get_ref();
+        check_name(loc, &g.name, "group.name", &mut group_names)?;
+        let weight = match &g.weight {
+            Some(w) => positive(loc, w, "group.weight")?,
+            None => 1024,
+        };
+        groups.push(Group {
+            name: g.name.get_ref().clone(),
+            weight,
+        });
+    }
+
+    // Processes and tasks share one namespace: both are rows of the report.
+    let mut names = HashSet::with_capacity(raw.process.len() + raw.task.len());
+    let mut processes = Vec::with_capacity(raw.process.len());
+    for p in raw.process {
+        processes.push(process(loc, p, &groups, cores, &mut names)?);
+    }
+    let mut tasks = Vec::with_capacity(raw.task.len());
+    for t in raw.task {
+        tasks.push(task(loc, t, cores, &mut names)?);
+    }
+    Ok(Scenario {
+        file: loc.file.to_string(),
+        cores,
+        policy,
+        horizon,
+        processes,
+        groups,
+        tasks,
+    })
+}
+
+
+/// One `[[process]]`; `names` is the namespace of processes and tasks.
+fn process(
+    loc: &Locator,
+    p: Val<RawProcess>,
+    groups: &[Group],
+    cores: usize,
+    names: &mut HashSet<String>,
+) -> Result<Process, ScenarioError> {
+    let entry_line = entry_line(loc, p.span(), p.get_ref().line);
+    let p = p.into_inner();
+    check_name(loc, &p.name, "process.name", names)?;
+    let burst = match p.burst {
+        Some(b) if b.get_ref().0 == 0 => {
+            return Err(loc.err(b.span(), "process.burst", "must be greater than zero"))
+        }
+        b => b.map(|b| *b.get_ref()),
+    };
+    let threads = match &p.threads {
+        Some(t) if *t.get_ref() < 1 || *t.get_ref() > 1_000_000 => {
+            return Err(loc.err(
+                t.span(),
+                "process.threads",
+                "must be between 1 and 1000000",
+            ))
+        }
+        Some(t) => *t.get_ref() as u32,
+        None => 1,
+    };
+    if let (Some(_), Some(w)) = (&p.nice, &p.weight) {
+        return Err(loc.err(
+            w.span(),
+            "process.weight",
+            "give either `nice` or `weight`, not both",
+        ));
+    }
+    let nice = match &p.nice {
+        Some(n) if !(-20..=19).contains(n.get_ref()) => {
+            return Err(loc.err(n.span(), "process.nice", "must be between -20 and 19"))
+        }
+        Some(n) => *n.get_ref() as i32,
+        None => 0,
+    };
+    let share = match &p.weight {
+        Some(w) => Share::Weight(positive(loc, w, "process.weight")?),
+        None => Share::Nice(nice),
+    };
+    let tickets = match &p.tickets {
+        Some(t) => positive(loc, t, "process.tickets")?,
+        None => 1,
+    };
+    let group = match &p.group {
+        Some(g) => Some(
+            groups
+                .iter()
+                .position(|x| x.name == *g.get_ref())
+                .ok_or_else(|| {
+                    loc.err(
+                        g.span(),
+                        "process.group",
+                        format!(
+                            "no [[group]] named \"{}\"{} (groups: {})",
+                            g.get_ref(),
+                            crate::validate::did_you_mean(
+                                g.get_ref(),
+                                groups.iter().map(|x| x.name.as_str())
+                            ),
+                            list_or_none(groups.iter().map(|x| x.name.as_str()))
+                        ),
+                    )
+                })?,
+        ),
+        None => None,
+    };
+    let cpus = check_cpus(loc, p.cpus.as_ref(), cores, "process.cpus")?;
+    let work = check_work(loc, &p)?;
+    let command = check_command(loc, p.command, p.work.is_some())?;
+    let pattern = check_pattern(loc, p.pattern, &work, command.is_some())?;
+    Ok(Process {
+        name: p.name.into_inner(),
+        arrival: p.arrival,
+        burst,
+        threads,
+        share,
+        priority: p.priority.unwrap_or(0) as i32,
+        tickets,
+        group,
+        cpus,
+        work,
+        command,
+        pattern,
+        line: entry_line,
+    })
+}
+
+/// A process's `work` and the keys that configure it.
+fn check_work(loc: &Locator, p: &RawProcess) -> Result<Work, ScenarioError> {
+    Ok(match &p.work {
+        None => Work::Spin,
+        Some(w) => match w.get_ref().as_str() {
+            "spin" => Work::Spin,
+            "stride" => Work::Stride {
+                array: p.array.unwrap_or(Bytes(5_000_000)).0,
+                stride: p.stride.unwrap_or(Bytes(64)).0,
+            },
+            "barrier" => Work::Barrier {
+                compute: p.compute.unwrap_or(Nanos::from_us(100)),
+            },
+            "pingpong" => Work::PingPong,
+            other => {
+                return Err(loc.err(
+                    w.span(),
+                    "process.work",
+                    format!(
+                        "unknown workload \"{other}\" (spin, stride, barrier, pingpong)"
+                    ),
+                ))
+            }
+        },
+    })
+}
+
+/// A process's `command`: a program and its arguments, instead of a built-in `work`.
+fn check_command(
+    loc: &Locator,
+    command: Option<Val<Vec<String>>>,
+    has_work: bool,
+) -> Result<Option<Vec<String>>, ScenarioError> {
+    Ok(match command {
+        Some(c) if c.get_ref().is_empty() || c.get_ref()[0].is_empty() => {
+            return Err(loc.err(
+                c.span(),
+                "process.command",
+                "must name a program: command = [\"prog\", \"arg\"]",
+            ))
+        }
+        Some(c) => {
+            if has_work {
+                return Err(loc.err(
+                    c.span(),
+                    "process.command",
+                    "give either `work` or `command`, not both",
+                ));
+            }
+            Some(c.into_inner())
+        }
+        None => None,
+    })
+}
+
+/// One `[[task]]`; `names` is the namespace of processes and tasks.
+fn task(
+    loc: &Locator,
+    t: Val<RawTask>,
+    cores: usize,
+    names: &mut HashSet<String>,
+) -> Result<Task, ScenarioError> {
+    let entry_span = t.span();
+    let entry_line = entry_line(loc, entry_span.clone(), t.get_ref().line);
+    let t = t.into_inner();
+    check_name(loc, &t.name, "task.name", names)?;
+    if t.period.get_ref().0 == 0 {
+        return Err(loc.err(t.period.span(), "task.period", "must be greater than zero"));
+    }
+    let deadline = match &t.deadline {
+        Some(d) if d.get_ref().0 == 0 => {
+            return Err(loc.err(d.span(), "task.deadline", "must be greater than zero"))
+        }
+        Some(d) => *d.get_ref(),
+        None => *t.period.get_ref(),
+    };
+    let regions = match (t.regions, t.wcet) {
+        (Some(_), Some(w)) => {
+            return Err(loc.err(
+                w.span(),
+                "task.wcet",
+                "give either `regions` or `wcet`, not both",
+            ))
+        }
+        (None, None) => {
+            return Err(loc.err(
+                entry_span,
+                "task.regions",
+                "a task needs `regions = [{ seq = \"2ms\" }, ...]` or `wcet = \"2ms\"`",
+            ))
+        }
+        (None, Some(w)) if w.get_ref().0 == 0 => {
+            return Err(loc.err(w.span(), "task.wcet", "must be greater than zero"))
+        }
+        (None, Some(w)) => vec![Region::Seq(*w.get_ref())],
+        (Some(rs), None) => {
+            if rs.get_ref().is_empty() {
+                return Err(loc.err(rs.span(), "task.regions", "must not be empty"));
+            }
+            let span = rs.span();
+            let mut out = Vec::new();
+            for r in rs.into_inner() {
+                out.push(match (r.seq, r.par) {
+                    (Some(s), None) if s.get_ref().0 == 0 => {
+                        return Err(loc.err(s.span(), "task.regions.seq", "must be greater than zero"))
+                    }
+                    (Some(s), None) => Region::Seq(s.into_inner()),
+                    (None, Some(p)) => {
+                        if p.get_ref().is_empty() || p.get_ref().iter().any(|c| c.0 == 0) {
+                            return Err(loc.err(
+                                p.span(),
+                                "task.regions.par",
+                                "needs at least one thread, each with a time greater than zero",
+                            ));
+                        }
+                        Region::Par(p.into_inner())
+                    }
+                    _ => {
+                        return Err(loc.err(
+                            span.clone(),
+                            "task.regions",
+                            "each region is either { seq = \"2ms\" } or { par = [\"1ms\", \"3ms\"] }",
+                        ))
+                    }
+                });
+            }
+            out
+        }
+    };
+    let cpus = check_cpus(loc, t.cpus.as_ref(), cores, "task.cpus")?;
+    Ok(Task {
+        name: t.name.into_inner(),
+        period: *t.period.get_ref(),
+        deadline,
+        offset: t.offset,
+        regions,
+        cpus,
+        line: entry_line,
+    })
+}
+
+/// An entry's 1-based line: from its span in the text, else the line it carries.
+fn entry_line(loc: &Locator, span: Option<Range<usize>>, line: usize) -> usize {
+    span.map_or(line, |s| loc.line_col(s.start).0)
+}
+
+fn parse_policy(
     loc: &Locator,
     p: RawPolicy,
-    _span: Range<usize>,
+    _span: Option<Range<usize>>,
     cores: usize,
 ) -> Result<PolicySpec, ScenarioError> {
     let name = PolicyName::parse(p.name.get_ref()).ok_or_else(|| {
@@ -34,7 +338,7 @@ pub(super) fn parse_policy(
     })?;
     let mut spec = PolicySpec::new(name);
     let nonzero =
-        |v: &Option<Spanned<Nanos>>, field: &str| -> Result<Option<Nanos>, ScenarioError> {
+        |v: &Option<Val<Nanos>>, field: &str| -> Result<Option<Nanos>, ScenarioError> {
             match v {
                 Some(d) if d.get_ref().0 == 0 => {
                     Err(loc.err(d.span(), field, "must be greater than zero"))
@@ -139,9 +443,9 @@ pub(super) fn parse_policy(
 }
 
 /// Checks a name and records it in `seen`, its namespace.
-pub(super) fn check_name(
+fn check_name(
     loc: &Locator,
-    name: &Spanned<String>,
+    name: &Val<String>,
     field: &str,
     seen: &mut HashSet<String>,
 ) -> Result<(), ScenarioError> {
@@ -155,16 +459,16 @@ pub(super) fn check_name(
     Ok(())
 }
 
-pub(super) fn positive(loc: &Locator, v: &Spanned<i64>, field: &str) -> Result<u64, ScenarioError> {
+fn positive(loc: &Locator, v: &Val<i64>, field: &str) -> Result<u64, ScenarioError> {
     if *v.get_ref() < 1 {
         return Err(loc.err(v.span(), field, "must be a positive integer"));
     }
     Ok(*v.get_ref() as u64)
 }
 
-pub(super) fn check_cpus(
+fn check_cpus(
     loc: &Locator,
-    cpus: Option<&Spanned<Vec<i64>>>,
+    cpus: Option<&Val<Vec<i64>>>,
     cores: usize,
     field: &str,
 ) -> Result<Option<Vec<usize>>, ScenarioError> {
@@ -195,9 +499,9 @@ pub(super) fn check_cpus(
 /// Validates a `pattern`: a non-empty list of `{ run = D }` / `{ sleep = D }` phases, each
 /// positive, at least one run; only for the `spin` workload (an external command decides its
 /// own sleeping, and barrier or ping-pong threads wait for each other).
-pub(super) fn check_pattern(
+fn check_pattern(
     loc: &Locator,
-    raw: Option<Spanned<Vec<RawPhase>>>,
+    raw: Option<Val<Vec<RawPhase>>>,
     work: &Work,
     command: bool,
 ) -> Result<Option<Vec<Phase>>, ScenarioError> {
@@ -241,7 +545,7 @@ pub(super) fn check_pattern(
     Ok(Some(out))
 }
 
-pub(super) fn list_or_none<'a>(names: impl Iterator<Item = &'a str>) -> String {
+fn list_or_none<'a>(names: impl Iterator<Item = &'a str>) -> String {
     let v: Vec<_> = names.collect();
     if v.is_empty() {
         "none defined".into()

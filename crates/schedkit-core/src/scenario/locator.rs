@@ -49,14 +49,20 @@ impl<'a> Locator<'a> {
         (line, col)
     }
 
+    /// An error at `span` (a range in the text), or at no place (`None`: a value made in
+    /// code, line 0).
     pub(crate) fn err(
         &self,
-        span: Range<usize>,
+        span: impl Into<Option<Range<usize>>>,
         field: &str,
         message: impl Into<String>,
     ) -> ScenarioError {
-        self.last_span.set(Some((span.start, span.end)));
-        let (line, column) = self.line_col(span.start);
+        let span = span.into();
+        self.last_span.set(span.as_ref().map(|s| (s.start, s.end)));
+        let (line, column) = match &span {
+            Some(s) => self.line_col(s.start),
+            None => (0, 0),
+        };
         ScenarioError {
             file: self.file.to_string(),
             line,

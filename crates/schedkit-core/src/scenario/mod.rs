@@ -1,23 +1,35 @@
 //! The scenario file: one TOML document that both engines (`sim` and `run`) read.
 //!
-//! Parsing happens in two steps. Serde turns the text into the `Raw*` structs, which reject
-//! unknown keys and malformed values with the byte span of the offending value; then
-//! [`Scenario::from_raw`] checks what serde cannot (duplicate names, groups that do not exist,
-//! zero quanta, CPUs beyond `cores`) using the spans kept by `toml::Spanned`. Every error is a
-//! [`ScenarioError`] naming file, line, column and field. After this module, nothing
-//! downstream re-checks the scenario: a `Scenario` value is valid by construction.
+//! Parsing happens in two steps. Serde turns the text into the `Raw*` structs (`raw.rs`),
+//! which reject unknown keys and malformed values with the byte span of the offending value;
+//! then `check.rs` checks what serde cannot (duplicate names, groups that do not exist, zero
+//! quanta, CPUs beyond `cores`) using those spans. Every error is a [`ScenarioError`] naming
+//! file, line, column and field.
+//!
+//! Scenarios made in code (experiments, generators, importers, overrides) are described with
+//! a [`ScenarioBuilder`], which fills the same raw structs (without spans) and runs the same
+//! checks. A [`Scenario`]'s fields are private, so these two are the only ways to make one:
+//! a `Scenario` value is valid by construction, and nothing downstream re-checks it.
+//!
+//! Files: `spec.rs` (the validated types and their accessors), `policy.rs` (`[policy]`),
+//! `raw.rs`, `check.rs`, `parse.rs` (text in), `builder.rs` (code in), `locator.rs` (byte
+//! offsets to lines and columns).
 //!
 //! The format is documented key by key in `docs/scenario.md`.
 
+mod builder;
 mod check;
 mod locator;
 mod parse;
+mod policy;
 mod raw;
 mod spec;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use locator::Locator;
+pub use builder::ScenarioBuilder;
+pub use policy::*;
 pub use spec::*;
 
 use std::fmt;

@@ -2,178 +2,9 @@
 
 use crate::time::Nanos;
 use crate::weights::nice_to_weight;
-use serde::{Deserialize, Serialize};
-use std::fmt;
+use serde::Serialize;
 
-
-/// Every policy name the scenario format knows. Which engine runs which is decided by the
-/// engines (`sim` rejects `run`-only policies with a located error, and vice versa).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PolicyName {
-    Fcfs,
-    Sjf,
-    Srtf,
-    Rr,
-    Priority,
-    PriorityPreemptive,
-    Lottery,
-    Stride,
-    Mlfq,
-    Cfs,
-    Eevdf,
-    Pfs,
-    Tfps,
-    Twrs,
-    GlobalFair,
-    Tenants,
-    Edf,
-    Rm,
-    Dm,
-    Gedf,
-    Pedf,
-    Paws,
-    Ws,
-    SchedDeadline,
-    Gang,
-    Default,
-    Exclusive,
-    ProcessFair,
-}
-
-impl PolicyName {
-    /// Every policy, in the order of [`crate::policies::POLICIES`] (the one list, with what
-    /// each does and which engines run it).
-    pub const ALL: &'static [PolicyName] = crate::policies::ALL;
-
-    /// The name as written in scenario files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PolicyName::Fcfs => "fcfs",
-            PolicyName::Sjf => "sjf",
-            PolicyName::Srtf => "srtf",
-            PolicyName::Rr => "rr",
-            PolicyName::Priority => "priority",
-            PolicyName::PriorityPreemptive => "priority-preemptive",
-            PolicyName::Lottery => "lottery",
-            PolicyName::Stride => "stride",
-            PolicyName::Mlfq => "mlfq",
-            PolicyName::Cfs => "cfs",
-            PolicyName::Eevdf => "eevdf",
-            PolicyName::Pfs => "pfs",
-            PolicyName::Tfps => "tfps",
-            PolicyName::Twrs => "twrs",
-            PolicyName::GlobalFair => "global-fair",
-            PolicyName::Tenants => "tenants",
-            PolicyName::Edf => "edf",
-            PolicyName::Rm => "rm",
-            PolicyName::Dm => "dm",
-            PolicyName::Gedf => "gedf",
-            PolicyName::Pedf => "pedf",
-            PolicyName::Paws => "paws",
-            PolicyName::Ws => "ws",
-            PolicyName::SchedDeadline => "sched-deadline",
-            PolicyName::Gang => "gang",
-            PolicyName::Default => "default",
-            PolicyName::Exclusive => "exclusive",
-            PolicyName::ProcessFair => "process-fair",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<PolicyName> {
-        PolicyName::ALL.iter().copied().find(|p| p.as_str() == s)
-    }
-}
-
-impl fmt::Display for PolicyName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// `[policy]`: the policy and every parameter any policy reads. Defaults are documented in
-/// `docs/scenario.md` and applied here, so engines never guess.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PolicySpec {
-    pub name: PolicyName,
-    /// Time slice of RR, lottery, stride, MLFQ's top level, gang. Default 4 ms (100 ms for gang).
-    pub quantum: Nanos,
-    /// Seed of every random choice (lottery draws, generators). Default 1.
-    pub seed: u64,
-    /// CFS targeted latency. Default 6 ms (the kernel's `sched_latency_ns`).
-    pub sched_latency: Nanos,
-    /// CFS minimum granularity. Default 0.75 ms.
-    pub min_granularity: Nanos,
-    /// CFS load-balancing interval. Default 4 ms.
-    pub balance_interval: Nanos,
-    /// The scheduler tick (1 / CONFIG_HZ) of the `eevdf` model: a thread whose slice is used
-    /// up is switched out at the next tick. Default 4 ms (HZ = 250).
-    #[serde(skip_serializing_if = "is_default_tick")]
-    pub tick: Nanos,
-    /// Controller period (PFS/TFPS/TWRS readjustment, shuttle balancer, tenant weights).
-    /// Default 100 ms.
-    pub period: Nanos,
-    /// Cost charged for every context switch in the simulator. Default 0.
-    pub context_switch: Nanos,
-    /// MLFQ: number of levels (default 3); quantum doubles per level.
-    pub levels: u32,
-    /// MLFQ: priority boost interval (default 1 s; 0 disables).
-    pub boost: Nanos,
-    /// CFS: percentage the busiest core's load must exceed the local one by before the
-    /// balancer moves anything (the kernel's `imbalance_pct`, default 125 = 25 %).
-    pub imbalance_pct: u32,
-    /// Gang: charge every slot switch with seed 002's overhead model for a cluster of
-    /// `cores / cores_per_node` nodes whose jobs communicate with this pattern. `None` (no
-    /// `comm` key): switches are free.
-    pub gang_overhead: Option<GangOverheadSpec>,
-    /// `process-fair` and `tenants` on real cores: correct the cgroup weights every period
-    /// so that measured shares follow GPS (the kernel splits a group's weight over CPUs by
-    /// its load there, which biases the shares of groups of different thread counts).
-    /// Default true; the simulator's groups are exact and ignore it.
-    pub trim: bool,
-}
-
-/// `[policy] comm` and `cores_per_node`: the simulated cluster behind gang switch costs.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct GangOverheadSpec {
-    /// Consecutive cores that form one node (default 1).
-    pub cores_per_node: usize,
-    #[serde(skip)]
-    pub pattern: crate::gang_overhead::Pattern,
-}
-
-/// The default `tick`: HZ = 250.
-pub const DEFAULT_TICK: Nanos = Nanos::from_ms(4);
-
-/// Keeps `tick` out of serialised scenarios that do not set it (their outputs predate it).
-fn is_default_tick(t: &Nanos) -> bool {
-    *t == DEFAULT_TICK
-}
-
-impl PolicySpec {
-    pub fn new(name: PolicyName) -> PolicySpec {
-        PolicySpec {
-            name,
-            quantum: if name == PolicyName::Gang {
-                Nanos::from_ms(100)
-            } else {
-                Nanos::from_ms(4)
-            },
-            seed: 1,
-            sched_latency: Nanos::from_ms(6),
-            min_granularity: Nanos::from_us(750),
-            balance_interval: Nanos::from_ms(4),
-            tick: DEFAULT_TICK,
-            period: Nanos::from_ms(100),
-            context_switch: Nanos::ZERO,
-            levels: 3,
-            boost: Nanos::from_secs(1),
-            imbalance_pct: 125,
-            gang_overhead: None,
-            trim: true,
-        }
-    }
-}
+use super::{PolicySpec, ScenarioError};
 
 /// A built-in synthetic workload for `schedkit run` (the simulator models every workload as
 /// CPU demand).
@@ -190,33 +21,102 @@ pub enum Work {
     PingPong,
 }
 
-/// One `[[process]]`.
+/// How a process's threads weigh against others: a nice value (its weight is the kernel's
+/// `prio_to_weight` entry) or a weight given directly (`nice` and `weight` in the file; one
+/// or the other).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    Nice(i32),
+    Weight(u64),
+}
+
+impl Share {
+    /// The CFS weight per thread: the one place a nice value becomes a weight.
+    pub fn weight(self) -> u64 {
+        match self {
+            Share::Nice(n) => nice_to_weight(n),
+            Share::Weight(w) => w,
+        }
+    }
+
+    /// The nice value the real engine applies: a weight given directly runs at nice 0 (the
+    /// weight then matters where schedkit sets weights itself: the simulator, cgroups).
+    pub fn nice(self) -> i32 {
+        match self {
+            Share::Nice(n) => n,
+            Share::Weight(_) => 0,
+        }
+    }
+}
+
+/// One `[[process]]`. Made in code with [`Process::new`] and the `with_*` setters, checked
+/// when the scenario holding it is built; inside a [`Scenario`] it is valid.
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(into = "ProcessRow")]
 pub struct Process {
-    pub name: String,
-    pub arrival: Nanos,
+    pub(super) name: String,
+    pub(super) arrival: Nanos,
     /// CPU demand per thread; `None` runs until the horizon.
-    pub burst: Option<Nanos>,
-    pub threads: u32,
-    pub nice: i32,
-    /// CFS weight per thread (from `weight`, or from `nice` via prio_to_weight).
-    pub weight: u64,
+    pub(super) burst: Option<Nanos>,
+    pub(super) threads: u32,
+    pub(super) share: Share,
     /// Smaller is more important.
-    pub priority: i32,
-    pub tickets: u64,
+    pub(super) priority: i32,
+    pub(super) tickets: u64,
     /// Index into [`Scenario::groups`].
-    pub group: Option<usize>,
+    pub(super) group: Option<usize>,
     /// Initial placement / affinity.
-    pub cpus: Option<Vec<usize>>,
-    pub work: Work,
+    pub(super) cpus: Option<Vec<usize>>,
+    pub(super) work: Work,
     /// External command (`run` only; the simulator treats it as CPU-bound demand).
-    pub command: Option<Vec<String>>,
+    pub(super) command: Option<Vec<String>>,
     /// Run and sleep phases each thread repeats (`None`: always runnable). `burst`, if given,
     /// still bounds the thread's total CPU time.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pattern: Option<Vec<Phase>>,
+    pub(super) pattern: Option<Vec<Phase>>,
     /// 1-based line of the `[[process]]` entry in the file, for messages from engines.
-    pub line: usize,
+    pub(super) line: usize,
+}
+
+/// A process as serialised: `nice` and `weight` side by side, as scenarios were written
+/// before [`Share`] (serialised outputs stay the same).
+#[derive(Serialize)]
+struct ProcessRow {
+    name: String,
+    arrival: Nanos,
+    burst: Option<Nanos>,
+    threads: u32,
+    nice: i32,
+    weight: u64,
+    priority: i32,
+    tickets: u64,
+    group: Option<usize>,
+    cpus: Option<Vec<usize>>,
+    work: Work,
+    command: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pattern: Option<Vec<Phase>>,
+    line: usize,
+}
+
+impl From<Process> for ProcessRow {
+    fn from(p: Process) -> ProcessRow {
+        ProcessRow {
+            nice: p.nice(),
+            weight: p.weight(),
+            name: p.name,
+            arrival: p.arrival,
+            burst: p.burst,
+            threads: p.threads,
+            priority: p.priority,
+            tickets: p.tickets,
+            group: p.group,
+            cpus: p.cpus,
+            work: p.work,
+            command: p.command,
+            pattern: p.pattern,
+            line: p.line,
+        }
+    }
 }
 
 impl Process {
@@ -228,8 +128,7 @@ impl Process {
             arrival: Nanos::ZERO,
             burst: None,
             threads,
-            nice: 0,
-            weight: nice_to_weight(0),
+            share: Share::Nice(0),
             priority: 0,
             tickets: 1,
             group: None,
@@ -239,6 +138,112 @@ impl Process {
             pattern: None,
             line: 0,
         }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn arrival(&self) -> Nanos {
+        self.arrival
+    }
+    /// CPU demand per thread; `None` runs until the horizon.
+    pub fn burst(&self) -> Option<Nanos> {
+        self.burst
+    }
+    pub fn threads(&self) -> u32 {
+        self.threads
+    }
+    pub fn share(&self) -> Share {
+        self.share
+    }
+    /// CFS weight per thread (see [`Share::weight`]).
+    pub fn weight(&self) -> u64 {
+        self.share.weight()
+    }
+    /// The nice value (see [`Share::nice`]).
+    pub fn nice(&self) -> i32 {
+        self.share.nice()
+    }
+    /// Smaller is more important.
+    pub fn priority(&self) -> i32 {
+        self.priority
+    }
+    pub fn tickets(&self) -> u64 {
+        self.tickets
+    }
+    /// Index into [`Scenario::groups`].
+    pub fn group(&self) -> Option<usize> {
+        self.group
+    }
+    /// Initial placement / affinity: sorted, without repeats.
+    pub fn cpus(&self) -> Option<&[usize]> {
+        self.cpus.as_deref()
+    }
+    pub fn work(&self) -> &Work {
+        &self.work
+    }
+    /// External command (`run` only; the simulator treats it as CPU-bound demand).
+    pub fn command(&self) -> Option<&[String]> {
+        self.command.as_deref()
+    }
+    /// Run and sleep phases each thread repeats (`None`: always runnable).
+    pub fn pattern(&self) -> Option<&[Phase]> {
+        self.pattern.as_deref()
+    }
+    /// 1-based line of the `[[process]]` entry in the file (0: made in code).
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    pub fn with_name(mut self, name: impl Into<String>) -> Process {
+        self.name = name.into();
+        self
+    }
+    pub fn with_arrival(mut self, arrival: Nanos) -> Process {
+        self.arrival = arrival;
+        self
+    }
+    pub fn with_burst(mut self, burst: impl Into<Option<Nanos>>) -> Process {
+        self.burst = burst.into();
+        self
+    }
+    pub fn with_threads(mut self, threads: u32) -> Process {
+        self.threads = threads;
+        self
+    }
+    pub fn with_share(mut self, share: Share) -> Process {
+        self.share = share;
+        self
+    }
+    pub fn with_nice(self, nice: i32) -> Process {
+        self.with_share(Share::Nice(nice))
+    }
+    pub fn with_weight(self, weight: u64) -> Process {
+        self.with_share(Share::Weight(weight))
+    }
+    pub fn with_priority(mut self, priority: i32) -> Process {
+        self.priority = priority;
+        self
+    }
+    pub fn with_tickets(mut self, tickets: u64) -> Process {
+        self.tickets = tickets;
+        self
+    }
+    pub fn with_cpus(mut self, cpus: impl Into<Option<Vec<usize>>>) -> Process {
+        self.cpus = cpus.into();
+        self
+    }
+    pub fn with_work(mut self, work: Work) -> Process {
+        self.work = work;
+        self
+    }
+    pub fn with_command(mut self, command: impl Into<Option<Vec<String>>>) -> Process {
+        self.command = command.into();
+        self
+    }
+    pub fn with_pattern(mut self, pattern: impl Into<Option<Vec<Phase>>>) -> Process {
+        self.pattern = pattern.into();
+        self
     }
 }
 
@@ -255,8 +260,28 @@ pub enum Phase {
 /// One `[[group]]` (tenant).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Group {
-    pub name: String,
-    pub weight: u64,
+    pub(super) name: String,
+    pub(super) weight: u64,
+}
+
+impl Group {
+    /// A group made in code; checked when the scenario is built.
+    pub fn new(name: impl Into<String>, weight: u64) -> Group {
+        Group {
+            name: name.into(),
+            weight,
+        }
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn weight(&self) -> u64 {
+        self.weight
+    }
+    pub fn with_weight(mut self, weight: u64) -> Group {
+        self.weight = weight;
+        self
+    }
 }
 
 /// One region of a periodic task's job.
@@ -278,21 +303,72 @@ impl Region {
     }
 }
 
-/// One `[[task]]`: a periodic real-time task.
+/// One `[[task]]`: a periodic real-time task. Made in code with [`Task::new`], checked when
+/// the scenario holding it is built.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Task {
-    pub name: String,
-    pub period: Nanos,
+    pub(super) name: String,
+    pub(super) period: Nanos,
     /// Relative deadline (defaults to the period).
-    pub deadline: Nanos,
+    pub(super) deadline: Nanos,
     /// First release.
-    pub offset: Nanos,
-    pub regions: Vec<Region>,
-    pub cpus: Option<Vec<usize>>,
-    pub line: usize,
+    pub(super) offset: Nanos,
+    pub(super) regions: Vec<Region>,
+    pub(super) cpus: Option<Vec<usize>>,
+    pub(super) line: usize,
 }
 
 impl Task {
+    /// A task made in code: deadline = period, first release at 0, no affinity.
+    pub fn new(name: impl Into<String>, period: Nanos, regions: Vec<Region>) -> Task {
+        Task {
+            name: name.into(),
+            period,
+            deadline: period,
+            offset: Nanos::ZERO,
+            regions,
+            cpus: None,
+            line: 0,
+        }
+    }
+    pub fn with_deadline(mut self, deadline: Nanos) -> Task {
+        self.deadline = deadline;
+        self
+    }
+    pub fn with_offset(mut self, offset: Nanos) -> Task {
+        self.offset = offset;
+        self
+    }
+    pub fn with_cpus(mut self, cpus: impl Into<Option<Vec<usize>>>) -> Task {
+        self.cpus = cpus.into();
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn period(&self) -> Nanos {
+        self.period
+    }
+    /// Relative deadline.
+    pub fn deadline(&self) -> Nanos {
+        self.deadline
+    }
+    /// First release.
+    pub fn offset(&self) -> Nanos {
+        self.offset
+    }
+    pub fn regions(&self) -> &[Region] {
+        &self.regions
+    }
+    pub fn cpus(&self) -> Option<&[usize]> {
+        self.cpus.as_deref()
+    }
+    /// 1-based line of the `[[task]]` entry in the file (0: made in code).
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
     /// Total execution time of one job.
     pub fn work(&self) -> Nanos {
         Nanos(self.regions.iter().map(|r| r.work().0).sum())
@@ -315,23 +391,48 @@ impl Task {
     }
 }
 
-/// A validated scenario.
+/// A validated scenario: made only by parsing ([`Scenario::parse`]) or by a
+/// [`super::ScenarioBuilder`], both of which run the same checks.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Scenario {
     /// File the scenario came from (for messages).
-    pub file: String,
+    pub(super) file: String,
     /// Modelled cores (`sim`); `run` detects the machine.
-    pub cores: usize,
-    pub policy: PolicySpec,
+    pub(super) cores: usize,
+    pub(super) policy: PolicySpec,
     /// Stop time for unbounded work.
-    pub horizon: Nanos,
-    pub processes: Vec<Process>,
-    pub groups: Vec<Group>,
-    pub tasks: Vec<Task>,
+    pub(super) horizon: Nanos,
+    pub(super) processes: Vec<Process>,
+    pub(super) groups: Vec<Group>,
+    pub(super) tasks: Vec<Task>,
 }
 
-
 impl Scenario {
+    /// File the scenario came from (for messages).
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+    /// Modelled cores (`sim`); `run` detects the machine.
+    pub fn cores(&self) -> usize {
+        self.cores
+    }
+    pub fn policy(&self) -> &PolicySpec {
+        &self.policy
+    }
+    /// Stop time for unbounded work.
+    pub fn horizon(&self) -> Nanos {
+        self.horizon
+    }
+    pub fn processes(&self) -> &[Process] {
+        &self.processes
+    }
+    pub fn groups(&self) -> &[Group] {
+        &self.groups
+    }
+    pub fn tasks(&self) -> &[Task] {
+        &self.tasks
+    }
+
     /// Total threads across processes.
     pub fn total_threads(&self) -> usize {
         self.processes.iter().map(|p| p.threads as usize).sum()

@@ -15,7 +15,7 @@ fn minimal() {
     assert_eq!(s.cores, 2);
     assert_eq!(s.policy.quantum, Nanos::from_ms(4));
     assert_eq!(s.processes[0].burst, Some(Nanos::from_ms(8)));
-    assert_eq!(s.processes[0].weight, 1024);
+    assert_eq!(s.processes[0].weight(), 1024);
 }
 
 #[test]

@@ -486,8 +486,8 @@ pub(super) fn real_cell(
             _ => None,
         })
     });
-    let mut sc2 = o.scenario.clone();
-    sc2.cores = o.cores;
+    // The report's frame is the cores the run had (the scenario's cpus fit: they ran there).
+    let sc2 = o.scenario.with_cores(o.cores)?;
     let controller = o.fair.as_ref().map(|f| f.controller_cpu_pct());
     let mut c = cell(
         "real", config, &sc2, &report, &o.events, o.end, by, migrations, own, track, applied,

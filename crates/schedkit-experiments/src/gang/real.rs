@@ -77,18 +77,18 @@ fn real_run(
         _ => RunPolicy::Default,
     };
     let procs = (0..jobs)
-        .map(|j| Process {
-            nice: s.nice,
-            ..process(
+        .map(|j| {
+            process(
                 ["a", "b"][j],
                 2,
                 None,
                 Nanos::ZERO,
                 Work::Barrier { compute: s.compute },
             )
+            .with_nice(s.nice)
         })
         .collect();
-    let sc = scenario(2, policy, s.duration, procs);
+    let sc = scenario(2, policy, s.duration, procs)?;
     let mut opts = RunOptions::new(run_policy);
     opts.perf = false;
     let o = machine.run(&sc, opts)?;

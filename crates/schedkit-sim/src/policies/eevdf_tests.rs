@@ -55,13 +55,13 @@ fn thread(process: usize, weight: u64) -> SimThread {
 fn drive(picks: usize) -> Vec<PickLog> {
     let sc = Scenario::parse("t.toml", THREE).expect("scenario");
     let mut threads: Vec<SimThread> = sc
-        .processes
+        .processes()
         .iter()
         .enumerate()
-        .map(|(i, p)| thread(i, p.weight))
+        .map(|(i, p)| thread(i, p.weight()))
         .collect();
     let mut running = vec![None];
-    let mut d = Eevdf::new(&sc.policy, 1);
+    let mut d = Eevdf::new(&sc.policy(), 1);
     let mut now = Nanos::ZERO;
     macro_rules! ctx {
         () => {
@@ -70,7 +70,7 @@ fn drive(picks: usize) -> Vec<PickLog> {
                 cores: 1,
                 threads: &threads,
                 running: &running,
-                spec: &sc.policy,
+                spec: &sc.policy(),
                 scenario: &sc,
                 group_weights: &[],
             }
@@ -223,7 +223,7 @@ fn busy_cores_balance_busy_factor_times_less_often() {
             "cores = 2\n[policy]\nname = \"eevdf\"\n[[process]]\nname = \"p\"\n",
         )
         .expect("scenario")
-        .policy,
+        .policy(),
         2,
     );
     assert_eq!(
