@@ -534,7 +534,12 @@ mod tests {
         assert_eq!(w[3].scenario().cores(), 64);
         assert_eq!(w[6].scenario().cores(), 64);
         assert_eq!(w[6].scenario().policy().name(), PolicyName::Eevdf);
-        let u: f64 = w[7].scenario().tasks().iter().map(|t| t.utilisation()).sum();
+        let u: f64 = w[7]
+            .scenario()
+            .tasks()
+            .iter()
+            .map(|t| t.utilisation())
+            .sum();
         assert!((u - 3.0).abs() < 1e-3);
         assert_eq!(w[9].scenario().tasks().len(), 1000);
     }

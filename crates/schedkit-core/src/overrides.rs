@@ -117,7 +117,10 @@ mod tests {
     #[test]
     fn overrides_check_like_the_parser() {
         let s = rr();
-        assert_eq!(s.with_policy("srtf").unwrap().policy().name(), PolicyName::Srtf);
+        assert_eq!(
+            s.with_policy("srtf").unwrap().policy().name(),
+            PolicyName::Srtf
+        );
         let e = s.with_policy("fifo").unwrap_err();
         assert_eq!(e.field, "policy.name");
         assert!(e.message.contains("unknown policy \"fifo\""), "{e}");

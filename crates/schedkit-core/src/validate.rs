@@ -239,7 +239,8 @@ impl Scenario {
                     format!(
                         "process \"{}\" arrives at {} but {horizon_is}: it would never run \
                          (raise `horizon` under [run], or lower `arrival`)",
-                        p.name(), p.arrival()
+                        p.name(),
+                        p.arrival()
                     ),
                 ));
             }
@@ -254,7 +255,8 @@ impl Scenario {
                     format!(
                         "task \"{}\" is first released at {} but {horizon_is}: it would never \
                          run (raise `horizon` under [run], or lower `offset`)",
-                        t.name(), t.offset()
+                        t.name(),
+                        t.offset()
                     ),
                 ));
             }

@@ -241,7 +241,8 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
         return Err(Error::Input(format!(
             "task \"{}\" (line {}): sched-deadline threads must be allowed on every CPU of \
              their root domain; remove `cpus`",
-            t.name(), t.line()
+            t.name(),
+            t.line()
         )));
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -559,15 +560,7 @@ mod tests {
     use schedkit_core::Nanos;
 
     fn task(name: &str, period_ms: u64, regions: Vec<Region>) -> Task {
-        Task {
-            name: name.into(),
-            period: Nanos::from_ms(period_ms),
-            deadline: Nanos::from_ms(period_ms),
-            offset: Nanos::ZERO,
-            regions,
-            cpus: None,
-            line: 1,
-        }
+        Task::new(name, Nanos::from_ms(period_ms), regions)
     }
 
     #[test]

@@ -424,7 +424,9 @@ pub fn preflight(s: &Scenario, policy: &RunPolicy, topo: &Topology) -> Result<()
             if spawn::resolve(&cmd[0]).is_none() {
                 return Err(Error::Input(format!(
                     "{}:{}: process.command: `{}` not found (not in PATH or not executable)",
-                    s.file(), p.line(), cmd[0]
+                    s.file(),
+                    p.line(),
+                    cmd[0]
                 )));
             }
         }
@@ -470,7 +472,8 @@ pub fn preflight(s: &Scenario, policy: &RunPolicy, topo: &Topology) -> Result<()
             if let Err(m) = crate::ctl::check_weight(g.weight()) {
                 return Err(Error::Input(format!(
                     "{}: group.weight: group `{}`: {m}",
-                    s.file(), g.name()
+                    s.file(),
+                    g.name()
                 )));
             }
         }
@@ -1263,8 +1266,10 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
     let mut processes = Vec::new();
     for (p, pr) in procs.iter_mut().enumerate() {
         let sp = &scenario.processes()[p];
-        let mine: Vec<&ThreadOutcome> =
-            thread_out.iter().filter(|t| t.process == sp.name()).collect();
+        let mine: Vec<&ThreadOutcome> = thread_out
+            .iter()
+            .filter(|t| t.process == sp.name())
+            .collect();
         let Some(pr) = pr.as_mut() else {
             processes.push(ProcessOutcome {
                 name: sp.name().to_string(),
@@ -2096,7 +2101,13 @@ impl FairRun {
         let (name, period, controller) = match policy {
             RunPolicy::Fair { name, period } => {
                 let sc = scenario
-                    .with_policy_spec(scenario.policy().clone().with_name(*name).with_period(*period))
+                    .with_policy_spec(
+                        scenario
+                            .policy()
+                            .clone()
+                            .with_name(*name)
+                            .with_period(*period),
+                    )
                     .map_err(|e| Error::Input(e.to_string()))?;
                 let c = schedkit_core::controllers::build(&sc).ok_or_else(|| {
                     Error::Input(format!(
@@ -2353,8 +2364,7 @@ impl FairRun {
                     return Reply::error(m);
                 }
                 let Some(g) = scenario.groups().iter().position(|sg| sg.name() == group) else {
-                    let known: Vec<&str> =
-                        scenario.groups().iter().map(|g| g.name()).collect();
+                    let known: Vec<&str> = scenario.groups().iter().map(|g| g.name()).collect();
                     return Reply::error(format!(
                         "unknown group `{group}` (groups of this run: {})",
                         known.join(", ")

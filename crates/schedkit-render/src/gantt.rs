@@ -35,21 +35,21 @@ fn owner_name(s: &Scenario, o: &Owner) -> String {
     match *o {
         Owner::Process { process, thread } => {
             let p = &s.processes()[process];
-            if p.threads > 1 {
-                format!("{} thread {}", p.name, thread)
+            if p.threads() > 1 {
+                format!("{} thread {}", p.name(), thread)
             } else {
-                p.name.clone()
+                p.name().to_string()
             }
         }
-        Owner::Task { task, job } => format!("{} job {}", s.tasks()[task].name, job),
+        Owner::Task { task, job } => format!("{} job {}", s.tasks()[task].name(), job),
     }
 }
 
 fn key_name(s: &Scenario, key: usize) -> &str {
     if key < s.processes().len() {
-        &s.processes()[key].name
+        &s.processes()[key].name()
     } else {
-        &s.tasks()[key - s.processes().len()].name
+        &s.tasks()[key - s.processes().len()].name()
     }
 }
 
@@ -62,8 +62,8 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
 /// number (`T1 #3`), which tells the jobs of one task apart.
 fn bar_label(s: &Scenario, o: &Owner) -> String {
     match *o {
-        Owner::Process { process, .. } => s.processes()[process].name.clone(),
-        Owner::Task { task, job } => format!("{} #{job}", s.tasks()[task].name),
+        Owner::Process { process, .. } => s.processes()[process].name().to_string(),
+        Owner::Task { task, job } => format!("{} #{job}", s.tasks()[task].name()),
     }
 }
 
@@ -345,7 +345,7 @@ pub fn render_window(
         let x = x_of(m.deadline.0);
         let tip = format!(
             "deadline miss: {} job {} (deadline {} {unit}{})",
-            scenario.tasks()[m.task].name,
+            scenario.tasks()[m.task].name(),
             m.job,
             chart::num(m.deadline.0 as f64 / div),
             m.finish.map_or(", unfinished".into(), |f| format!(
@@ -394,7 +394,7 @@ impl JobTicks {
         let x_of = |t: Nanos| LEFT + (t.0 - self.from) as f64 / self.ns_per_px;
         let at = |t: Nanos| chart::num(t.0 as f64 / self.div);
         for &(t, task, job, deadline) in jobs {
-            let name = &scenario.tasks()[task].name;
+            let name = &scenario.tasks()[task].name();
             let key = scenario.processes().len() + task;
             if inside(t) {
                 let tip = format!(

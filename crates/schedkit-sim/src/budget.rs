@@ -155,7 +155,12 @@ pub fn estimate(s: &Scenario) -> Estimate {
             .iter()
             .map(|p| p.burst().map_or(0.0, |b| b.0 as f64) * p.threads() as f64)
             .sum();
-        let last = s.processes().iter().map(|p| p.arrival().0).max().unwrap_or(0) as f64;
+        let last = s
+            .processes()
+            .iter()
+            .map(|p| p.arrival().0)
+            .max()
+            .unwrap_or(0) as f64;
         h.min(last + work / busy)
     };
     let span_n = Nanos(span as u64);

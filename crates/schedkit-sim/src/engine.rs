@@ -294,7 +294,8 @@ impl<'a> Engine<'a> {
         }
         for (i, t) in scenario.tasks().iter().enumerate() {
             if t.offset() < e.horizon {
-                e.initial.push((t.offset(), Kind::Release { task: i as u32 }));
+                e.initial
+                    .push((t.offset(), Kind::Release { task: i as u32 }));
             }
         }
         // Stable: equal times keep file order, processes before tasks.

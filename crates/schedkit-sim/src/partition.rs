@@ -108,23 +108,24 @@ impl<D: Dispatcher> Partitioned<D> {
             ));
         }
         let sizes: Vec<f64> = scenario.tasks().iter().map(density).collect();
-        let core_of_task = first_fit_decreasing(&sizes, scenario.cores()).map_err(|(i, load)| {
-            let t = &scenario.tasks()[i];
-            located(
-                t.line(),
-                "task",
-                format!(
-                    "task \"{}\" (density {:.4}) fits on no core by first-fit decreasing \
+        let core_of_task =
+            first_fit_decreasing(&sizes, scenario.cores()).map_err(|(i, load)| {
+                let t = &scenario.tasks()[i];
+                located(
+                    t.line(),
+                    "task",
+                    format!(
+                        "task \"{}\" (density {:.4}) fits on no core by first-fit decreasing \
                      (core loads when it was placed: {}); policy \"{name}\" cannot run this set",
-                    t.name(),
-                    sizes[i],
-                    load.iter()
-                        .map(|l| format!("{l:.4}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )
-        })?;
+                        t.name(),
+                        sizes[i],
+                        load.iter()
+                            .map(|l| format!("{l:.4}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })?;
         Ok(Partitioned {
             name,
             per_core: (0..scenario.cores()).map(|_| make()).collect(),

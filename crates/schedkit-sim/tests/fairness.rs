@@ -237,7 +237,13 @@ fn tenants_follow_their_weights() {
     for w in 1..=5u64 {
         let s = sc
             .to_builder()
-            .map_groups(|g| if g.name() == sc.groups()[1].name() { g.with_weight(w) } else { g })
+            .map_groups(|g| {
+                if g.name() == sc.groups()[1].name() {
+                    g.with_weight(w)
+                } else {
+                    g
+                }
+            })
             .build()
             .unwrap();
         let r = run(&s, PolicyName::Tenants);

@@ -10,7 +10,7 @@ use crate::failure::{Failure, EXIT_BAD_INPUT};
 use crate::output;
 use crate::output::ReportArgs;
 use clap::{Args, ValueEnum};
-use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, Work};
+use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, ScenarioError, Work};
 use schedkit_core::trace::TraceLog;
 use schedkit_core::Nanos;
 use schedkit_linux::affinity::CpuSet;
@@ -229,7 +229,7 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
         scenario = scenario.with_horizon(h)?;
     }
     // Periodic fork-join tasks (seed 001) have their own real engines.
-    if !scenario.tasks.is_empty() && !a.exclusive {
+    if !scenario.tasks().is_empty() && !a.exclusive {
         return crate::taskrun::run_scenario(
             &scenario,
             &a.report,
@@ -244,7 +244,8 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
         ));
     }
     if a.exclusive {
-        scenario = scenario.with_policy_spec(scenario.policy().clone().with_name(PolicyName::Exclusive))?;
+        scenario = scenario
+            .with_policy_spec(scenario.policy().clone().with_name(PolicyName::Exclusive))?;
     }
     if let Some(c) = oneshot.as_ref().and_then(|p| p.cpus.as_ref()) {
         // The command asked for these CPUs: the report's frame is theirs.

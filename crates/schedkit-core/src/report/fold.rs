@@ -53,15 +53,27 @@ impl Metrics {
             policy: scenario.policy().name().to_string(),
             scenario: scenario.file().to_string(),
             cores,
-            process_names: scenario.processes().iter().map(|p| p.name().to_string()).collect(),
+            process_names: scenario
+                .processes()
+                .iter()
+                .map(|p| p.name().to_string())
+                .collect(),
             process_thread_base,
             threads: vec![ThreadStats::default(); n],
             tasks: vec![TaskStats::default(); scenario.tasks().len()],
             task_count: scenario.tasks().len(),
             task_utilisation,
             entities,
-            group_names: scenario.groups().iter().map(|g| g.name().to_string()).collect(),
-            group_weights: scenario.groups().iter().map(|g| g.weight() as f64).collect(),
+            group_names: scenario
+                .groups()
+                .iter()
+                .map(|g| g.name().to_string())
+                .collect(),
+            group_weights: scenario
+                .groups()
+                .iter()
+                .map(|g| g.weight() as f64)
+                .collect(),
             group_max_abs_lag: vec![0.0; scenario.groups().len()],
             slots: Vec::new(),
             core_last: vec![None; cores],

@@ -290,4 +290,3 @@ pub struct MeasuredTask {
     pub migrations: u64,
     pub context_switches: u64,
 }
-

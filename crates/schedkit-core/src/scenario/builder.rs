@@ -8,8 +8,8 @@ use super::raw::{
     RawGroup, RawPhase, RawPolicy, RawProcess, RawRegion, RawRun, RawScenario, RawTask, Val,
 };
 use super::{
-    Group, Locator, Phase, PolicyName, PolicySpec, Process, Region, Scenario, ScenarioError,
-    Share, Task, Work,
+    Group, Locator, Phase, PolicyName, PolicySpec, Process, Region, Scenario, ScenarioError, Share,
+    Task, Work,
 };
 use crate::time::{Bytes, Nanos};
 
@@ -306,7 +306,10 @@ mod tests {
         let s = Scenario::parse("t.toml", text).unwrap();
         assert_eq!(s.to_builder().build().unwrap(), s);
         assert_eq!(s.processes()[0].share(), Share::Weight(7));
-        assert_eq!(s.processes()[1].weight(), crate::weights::nice_to_weight(-3));
+        assert_eq!(
+            s.processes()[1].weight(),
+            crate::weights::nice_to_weight(-3)
+        );
     }
 
     #[test]
@@ -318,7 +321,10 @@ mod tests {
             .unwrap_err();
         let parsed = Scenario::parse("code", "cores = 2\n[[process]]\nname = \"a\"\ncpus = [2]\n")
             .unwrap_err();
-        assert_eq!((e.field.as_str(), &e.message), ("process.cpus", &parsed.message));
+        assert_eq!(
+            (e.field.as_str(), &e.message),
+            ("process.cpus", &parsed.message)
+        );
         assert_eq!(e.line, 0);
         let e = b()
             .process(Process::new("a", 1, Work::Spin))
@@ -354,9 +360,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.field, "task.period");
         let e = b()
-            .process(
-                Process::new("a", 1, Work::PingPong).with_command(vec!["true".to_string()]),
-            )
+            .process(Process::new("a", 1, Work::PingPong).with_command(vec!["true".to_string()]))
             .build()
             .unwrap_err();
         assert_eq!(e.field, "process.command");

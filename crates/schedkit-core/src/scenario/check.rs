@@ -70,7 +70,6 @@ pub(super) fn build(loc: &Locator, raw: RawScenario) -> Result<Scenario, Scenari
     })
 }
 
-
 /// One `[[process]]`; `names` is the namespace of processes and tasks.
 fn process(
     loc: &Locator,
@@ -82,19 +81,15 @@ fn process(
     let entry_line = entry_line(loc, p.span(), p.get_ref().line);
     let p = p.into_inner();
     check_name(loc, &p.name, "process.name", names)?;
-    let burst = match p.burst {
+    let burst = match &p.burst {
         Some(b) if b.get_ref().0 == 0 => {
             return Err(loc.err(b.span(), "process.burst", "must be greater than zero"))
         }
-        b => b.map(|b| *b.get_ref()),
+        b => b.as_ref().map(|b| *b.get_ref()),
     };
     let threads = match &p.threads {
         Some(t) if *t.get_ref() < 1 || *t.get_ref() > 1_000_000 => {
-            return Err(loc.err(
-                t.span(),
-                "process.threads",
-                "must be between 1 and 1000000",
-            ))
+            return Err(loc.err(t.span(), "process.threads", "must be between 1 and 1000000"))
         }
         Some(t) => *t.get_ref() as u32,
         None => 1,
@@ -183,9 +178,7 @@ fn check_work(loc: &Locator, p: &RawProcess) -> Result<Work, ScenarioError> {
                 return Err(loc.err(
                     w.span(),
                     "process.work",
-                    format!(
-                        "unknown workload \"{other}\" (spin, stride, barrier, pingpong)"
-                    ),
+                    format!("unknown workload \"{other}\" (spin, stride, barrier, pingpong)"),
                 ))
             }
         },
@@ -269,7 +262,11 @@ fn task(
             for r in rs.into_inner() {
                 out.push(match (r.seq, r.par) {
                     (Some(s), None) if s.get_ref().0 == 0 => {
-                        return Err(loc.err(s.span(), "task.regions.seq", "must be greater than zero"))
+                        return Err(loc.err(
+                            s.span(),
+                            "task.regions.seq",
+                            "must be greater than zero",
+                        ))
                     }
                     (Some(s), None) => Region::Seq(s.into_inner()),
                     (None, Some(p)) => {
@@ -282,13 +279,11 @@ fn task(
                         }
                         Region::Par(p.into_inner())
                     }
-                    _ => {
-                        return Err(loc.err(
-                            span.clone(),
-                            "task.regions",
-                            "each region is either { seq = \"2ms\" } or { par = [\"1ms\", \"3ms\"] }",
-                        ))
-                    }
+                    _ => return Err(loc.err(
+                        span.clone(),
+                        "task.regions",
+                        "each region is either { seq = \"2ms\" } or { par = [\"1ms\", \"3ms\"] }",
+                    )),
                 });
             }
             out
@@ -337,16 +332,15 @@ fn parse_policy(
         )
     })?;
     let mut spec = PolicySpec::new(name);
-    let nonzero =
-        |v: &Option<Val<Nanos>>, field: &str| -> Result<Option<Nanos>, ScenarioError> {
-            match v {
-                Some(d) if d.get_ref().0 == 0 => {
-                    Err(loc.err(d.span(), field, "must be greater than zero"))
-                }
-                Some(d) => Ok(Some(*d.get_ref())),
-                None => Ok(None),
+    let nonzero = |v: &Option<Val<Nanos>>, field: &str| -> Result<Option<Nanos>, ScenarioError> {
+        match v {
+            Some(d) if d.get_ref().0 == 0 => {
+                Err(loc.err(d.span(), field, "must be greater than zero"))
             }
-        };
+            Some(d) => Ok(Some(*d.get_ref())),
+            None => Ok(None),
+        }
+    };
     if let Some(q) = nonzero(&p.quantum, "policy.quantum")? {
         spec.quantum = q;
     }

@@ -3,7 +3,6 @@
 use super::ScenarioError;
 use std::ops::Range;
 
-
 /// Converts byte offsets to 1-based line and column.
 pub(crate) struct Locator<'a> {
     pub(crate) file: &'a str,

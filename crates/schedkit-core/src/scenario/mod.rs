@@ -27,15 +27,14 @@ mod spec;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use locator::Locator;
 pub use builder::ScenarioBuilder;
+pub(crate) use locator::Locator;
 pub use policy::*;
 pub use spec::*;
 
 use std::fmt;
 
 pub use crate::validate::Diagnostic;
-
 
 /// A scenario error with its location. Displayed as `file:line:col: field: message`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -116,7 +116,11 @@ pub fn load(file: &File, o: &Overrides) -> Result<Scenario, Error> {
             "--spinner".into(),
             plan,
         ];
-        Ok::<_, Error>(p.with_threads(threads).with_nice(nice).with_command(command))
+        Ok::<_, Error>(
+            p.with_threads(threads)
+                .with_nice(nice)
+                .with_command(command),
+        )
     })?;
     Ok(b.build()?)
 }

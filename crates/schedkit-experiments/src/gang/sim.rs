@@ -158,7 +158,7 @@ pub fn scale(nodes: usize, cpn: usize, jobs: usize) -> ScaleRow {
     let spec = PolicySpec::new(PolicyName::Gang);
     let sc = scenario(cores, spec.clone(), Nanos::from_secs(36_000), procs)
         .expect("the scale gang scenario is valid (cores positive)");
-    let ctl = Gang::new(spec.quantum, cores).with_overhead(ClusterOverhead {
+    let ctl = Gang::new(spec.quantum(), cores).with_overhead(ClusterOverhead {
         model: OverheadModel::default(),
         cores_per_node: cpn,
         pattern: Pattern::Neighbour,

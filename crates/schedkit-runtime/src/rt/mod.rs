@@ -602,4 +602,3 @@ where
     let shared = unsafe { &(*st).shared };
     spawn_fiber(shared, f, Placement::Auto)
 }
-

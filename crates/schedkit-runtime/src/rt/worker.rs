@@ -2,7 +2,6 @@
 
 use super::*;
 
-
 pub(super) fn st_main(shared: Arc<Shared>, index: usize, cpu: Option<usize>) {
     stack::ensure_altstack();
     if let Some(c) = cpu {
@@ -340,4 +339,3 @@ pub(super) fn check_deadlock(sh: &Shared, suspect: &mut Option<(Instant, u64)>) 
         }
     }
 }
-
