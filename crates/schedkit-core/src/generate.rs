@@ -255,7 +255,7 @@ pub fn tasks_toml(scenario: &Scenario) -> String {
         scenario.tasks().iter().map(|t| t.utilisation()).sum::<f64>(),
         scenario.cores(),
         scenario.horizon().0,
-        scenario.policy().name()
+        scenario.policy().name().as_str()
     );
     for t in scenario.tasks() {
         let regions: Vec<String> = t

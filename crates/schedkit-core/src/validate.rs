@@ -190,7 +190,7 @@ impl Scenario {
     /// field in the text when the field is a top-level key or a key of `[policy]` or `[run]`
     /// written there (`cores`, `policy.quantum`, `run.horizon`); unchanged otherwise.
     pub fn locate(&self, text: &str, error: ScenarioError) -> Diagnostic {
-        let loc = Locator::new(&self.file(), text);
+        let loc = Locator::new(self.file(), text);
         let (line, key) = match error.field.split_once('.') {
             Some((table @ ("policy" | "run"), key)) => (header_line(text, table), key),
             None => (Some(1), error.field.as_str()),
@@ -214,7 +214,7 @@ impl Scenario {
     /// points at the value in the file; without, at the entry's line.
     pub fn runnable(&self, text: Option<&str>) -> Result<Vec<Diagnostic>, Diagnostic> {
         let f = Finder {
-            loc: text.map(|t| Locator::new(&self.file(), t)),
+            loc: text.map(|t| Locator::new(self.file(), t)),
         };
         if self.processes().is_empty() && self.tasks().is_empty() {
             return Err(at_line(

@@ -79,10 +79,7 @@ pub fn run_all(
         })
         .collect();
     progress.finish();
-    results
-        .into_iter()
-        .map(|r| r.map_err(Error::from))
-        .collect()
+    results.into_iter().collect()
 }
 
 fn ms(ns: u64) -> String {

@@ -466,7 +466,7 @@ pub fn export(s: &Scenario) -> Result<String, Error> {
         };
         out.push_str(&format!(
             "\t\t<task name=\"{}\" id=\"{}\" task_type=\"Periodic\" abort_on_miss=\"no\" period=\"{}\" activationDate=\"{}\" list_activation_dates=\"\" deadline=\"{}\" base_cpi=\"1.0\" instructions=\"0\" mix=\"0.5\" WCET=\"{}\" ACET=\"0\" preemption_cost=\"0\" et_stddev=\"0\"/>\n",
-            xml_escape(&t.name()),
+            xml_escape(t.name()),
             i + 1,
             ms(t.period()),
             ms(t.offset()),

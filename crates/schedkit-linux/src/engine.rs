@@ -921,7 +921,7 @@ pub fn run(scenario: &Scenario, mut opts: RunOptions) -> Result<RunOutcome> {
                         }
                     });
                     let running =
-                        workload::start(&sp.name(), &spec, origin, stop_threads.clone(), setup)
+                        workload::start(sp.name(), &spec, origin, stop_threads.clone(), setup)
                             .map_err(|e| Error::io("start workload threads", e))?;
                     Body::Builtin(running)
                 };
@@ -2181,7 +2181,7 @@ impl FairRun {
             )?;
             if tenants {
                 for g in scenario.groups() {
-                    let i = cg.add(journal, &g.name(), None, g.weight())?;
+                    let i = cg.add(journal, g.name(), None, g.weight())?;
                     run.cg_of_group.push(i);
                 }
                 for p in scenario.processes() {
@@ -2199,14 +2199,14 @@ impl FairRun {
                                 .count();
                             if members > 1 {
                                 let w = ((p.weight() * 100 + 512) / 1024).clamp(1, 10_000);
-                                cg.add(journal, &p.name(), Some(run.cg_of_group[g]), w)?
+                                cg.add(journal, p.name(), Some(run.cg_of_group[g]), w)?
                             } else {
                                 run.cg_of_group[g]
                             }
                         }
                         None => {
                             let w = ((p.weight() + 512) / 1024).clamp(1, 10_000);
-                            cg.add(journal, &p.name(), None, w)?
+                            cg.add(journal, p.name(), None, w)?
                         }
                     };
                     run.cg_of_process.push(i);
@@ -2221,7 +2221,7 @@ impl FairRun {
             } else {
                 // Equal weights: the default of a new cgroup, written explicitly.
                 for p in scenario.processes() {
-                    let i = cg.add(journal, &p.name(), None, 100)?;
+                    let i = cg.add(journal, p.name(), None, 100)?;
                     run.cg_of_process.push(i);
                 }
             }

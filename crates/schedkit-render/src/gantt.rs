@@ -47,9 +47,9 @@ fn owner_name(s: &Scenario, o: &Owner) -> String {
 
 fn key_name(s: &Scenario, key: usize) -> &str {
     if key < s.processes().len() {
-        &s.processes()[key].name()
+        s.processes()[key].name()
     } else {
-        &s.tasks()[key - s.processes().len()].name()
+        s.tasks()[key - s.processes().len()].name()
     }
 }
 

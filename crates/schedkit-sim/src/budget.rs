@@ -245,7 +245,7 @@ pub fn estimate(s: &Scenario) -> Estimate {
         jobs_total += jobs;
         task_events += events;
         if worst.is_none_or(|(_, e)| events > e) {
-            worst = Some((&t.name(), events));
+            worst = Some((t.name(), events));
         }
     }
     if let Some((name, _)) = worst {

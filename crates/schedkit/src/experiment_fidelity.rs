@@ -151,7 +151,7 @@ pub fn run(a: FidelityArgs) -> Result<(), Failure> {
         if s.policy().name() != PolicyName::Default {
             return Err(Error::bad_option(
                 "files",
-                &s.file(),
+                s.file(),
                 "a fidelity scenario runs under policy = \"default\" (the kernel's scheduler)",
             )
             .into());

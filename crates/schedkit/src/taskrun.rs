@@ -495,7 +495,7 @@ pub fn run_scenario(
         });
     }
     let mut run = run_real_shaped(
-        &scenario.tasks(),
+        scenario.tasks(),
         scenario.policy().name(),
         &RealOptions {
             duration: Duration::from_nanos(scenario.horizon().0),

@@ -137,7 +137,7 @@ pub fn run_taskset(
     for t in tasks {
         let regions: Arc<Vec<Region>> = Arc::new(t.regions().to_vec());
         pool.periodic_at(
-            &t.name(),
+            t.name(),
             start + Duration::from_nanos(t.offset().0),
             Duration::from_nanos(t.period().0),
             Duration::from_nanos(t.deadline().0),

@@ -61,7 +61,7 @@ fn drive(picks: usize) -> Vec<PickLog> {
         .map(|(i, p)| thread(i, p.weight()))
         .collect();
     let mut running = vec![None];
-    let mut d = Eevdf::new(&sc.policy(), 1);
+    let mut d = Eevdf::new(sc.policy(), 1);
     let mut now = Nanos::ZERO;
     macro_rules! ctx {
         () => {
@@ -218,7 +218,7 @@ fn failed_balances_escalate_until_a_light_thread_moves() {
 fn busy_cores_balance_busy_factor_times_less_often() {
     // get_sd_balance_interval: sd_weight ms x busy_factor 16, in rounds of balance_interval.
     let e = Eevdf::new(
-        &Scenario::parse(
+        Scenario::parse(
             "t.toml",
             "cores = 2\n[policy]\nname = \"eevdf\"\n[[process]]\nname = \"p\"\n",
         )

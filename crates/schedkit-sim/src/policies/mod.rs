@@ -104,11 +104,11 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
         | PolicyName::Twrs
         | PolicyName::GlobalFair
         | PolicyName::Tenants => Policy {
-            dispatcher: Box::new(cfs::Cfs::new(&scenario.policy(), scenario.cores())),
+            dispatcher: Box::new(cfs::Cfs::new(scenario.policy(), scenario.cores())),
             controller: schedkit_core::controllers::build(scenario),
         },
         PolicyName::Eevdf => plain(Box::new(eevdf::Eevdf::new(
-            &scenario.policy(),
+            scenario.policy(),
             scenario.cores(),
         ))),
         PolicyName::Dm => plain(Box::new(Keyed::new(dm::Dm))),
