@@ -46,7 +46,7 @@ fn duration(field: &str, v: &Bound<'_, PyAny>) -> PyResult<Nanos> {
 fn apply(s: &Scenario, name: &str, value: &str) -> Result<Scenario, ScenarioError> {
     let ns = |field: &str| {
         Nanos::parse(value).map_err(|m| ScenarioError {
-            file: s.file.clone(),
+            file: s.file().to_string(),
             line: 0,
             column: 0,
             field: field.into(),
@@ -55,7 +55,7 @@ fn apply(s: &Scenario, name: &str, value: &str) -> Result<Scenario, ScenarioErro
     };
     let int = |field: &str| {
         value.parse::<u64>().map_err(|e| ScenarioError {
-            file: s.file.clone(),
+            file: s.file().to_string(),
             line: 0,
             column: 0,
             field: field.into(),
@@ -69,7 +69,7 @@ fn apply(s: &Scenario, name: &str, value: &str) -> Result<Scenario, ScenarioErro
         "cores" => s.with_cores(int("cores")? as usize),
         "seed" => Ok(s.with_seed(int("policy.seed")?)),
         other => Err(ScenarioError {
-            file: s.file.clone(),
+            file: s.file().to_string(),
             line: 0,
             column: 0,
             field: other.into(),
@@ -185,31 +185,35 @@ impl PyScenario {
 
     #[getter]
     fn file(&self) -> &str {
-        &self.inner.file
+        self.inner.file()
     }
     #[getter]
     fn cores(&self) -> usize {
-        self.inner.cores
+        self.inner.cores()
     }
     #[getter]
     fn policy(&self) -> &'static str {
-        self.inner.policy.name.as_str()
+        self.inner.policy().name().as_str()
     }
     #[getter]
     fn horizon_ns(&self) -> u64 {
-        self.inner.horizon.0
+        self.inner.horizon().0
     }
     #[getter]
     fn processes(&self) -> Vec<String> {
         self.inner
-            .processes
+            .processes()
             .iter()
-            .map(|p| p.name.clone())
+            .map(|p| p.name().to_string())
             .collect()
     }
     #[getter]
     fn tasks(&self) -> Vec<String> {
-        self.inner.tasks.iter().map(|t| t.name.clone()).collect()
+        self.inner
+            .tasks()
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect()
     }
     /// The TOML text the scenario was parsed from (before any override).
     #[getter]
@@ -225,11 +229,11 @@ impl PyScenario {
     fn __repr__(&self) -> String {
         format!(
             "Scenario(file={:?}, cores={}, policy={:?}, processes={}, tasks={})",
-            self.inner.file,
-            self.inner.cores,
-            self.inner.policy.name.as_str(),
-            self.inner.processes.len(),
-            self.inner.tasks.len()
+            self.inner.file(),
+            self.inner.cores(),
+            self.inner.policy().name().as_str(),
+            self.inner.processes().len(),
+            self.inner.tasks().len()
         )
     }
 
@@ -244,7 +248,7 @@ impl PyScenario {
             .import("schedkit._schedkit")?
             .getattr("_rebuild_scenario")?;
         let args = (
-            self.inner.file.clone(),
+            self.inner.file().to_string(),
             self.text.clone(),
             self.overrides.clone(),
         );

@@ -9,7 +9,7 @@ use crate::time::Nanos;
 impl Scenario {
     fn override_error(&self, field: &str, message: impl Into<String>) -> ScenarioError {
         ScenarioError {
-            file: self.file.clone(),
+            file: self.file().to_string(),
             line: 0,
             column: 0,
             field: field.to_string(),
@@ -34,92 +34,71 @@ impl Scenario {
                 ),
             )
         })?;
-        let mut s = self.clone();
+        let mut spec = self.policy().clone();
         // Gang's default quantum differs; a quantum left at the other default follows it,
         // as if the file had named this policy.
-        let default_before = PolicySpec::new(self.policy.name).quantum;
-        if s.policy.quantum == default_before {
-            s.policy.quantum = PolicySpec::new(p).quantum;
+        let default_before = PolicySpec::new(self.policy().name()).quantum();
+        if spec.quantum() == default_before {
+            spec = spec.with_quantum(PolicySpec::new(p).quantum());
         }
-        if p != PolicyName::Gang && s.policy.gang_overhead.is_some() {
-            return Err(self.override_error(
-                "policy.comm",
-                "the switch-overhead model applies to policy \"gang\" only",
-            ));
-        }
-        s.policy.name = p;
-        Ok(s)
+        self.to_builder().with_policy(spec.with_name(p)).build()
+    }
+
+    /// The scenario under `spec` (another policy or parameters, nothing adjusted), checked
+    /// as a file's `[policy]` table.
+    pub fn with_policy_spec(&self, spec: PolicySpec) -> Result<Scenario, ScenarioError> {
+        self.to_builder().with_policy(spec).build()
     }
 
     /// The scenario with another `[run] horizon` (what `schedkit run --horizon` does).
     pub fn with_horizon(&self, horizon: Nanos) -> Result<Scenario, ScenarioError> {
-        if horizon == Nanos::ZERO {
-            return Err(self.override_error("run.horizon", "must be greater than zero"));
-        }
-        let mut s = self.clone();
-        s.horizon = horizon;
-        Ok(s)
+        self.to_builder().with_horizon(horizon).build()
     }
 
     /// The scenario on `cores` modelled cores; every `cpus` list must still fit.
     pub fn with_cores(&self, cores: usize) -> Result<Scenario, ScenarioError> {
-        if !(1..=1_048_576).contains(&cores) {
-            return Err(self.override_error("cores", "must be between 1 and 1048576"));
-        }
-        let beyond = |cpus: &Option<Vec<usize>>| cpus.iter().flatten().any(|&c| c >= cores);
-        for p in &self.processes {
-            if beyond(&p.cpus) {
+        // The checks would name the first `cpus` beyond `cores`; say which entry and line,
+        // since the file's value was fine and the override made it wrong.
+        let beyond = |cpus: Option<&[usize]>| cpus.iter().copied().flatten().any(|&c| c >= cores);
+        for p in self.processes() {
+            if beyond(p.cpus()) {
                 return Err(self.override_error(
                     "cores",
                     format!(
                         "process \"{}\" (line {}) lists a CPU at or beyond {cores}",
-                        p.name, p.line
+                        p.name(),
+                        p.line()
                     ),
                 ));
             }
         }
-        for t in &self.tasks {
-            if beyond(&t.cpus) {
+        for t in self.tasks() {
+            if beyond(t.cpus()) {
                 return Err(self.override_error(
                     "cores",
                     format!(
                         "task \"{}\" (line {}) lists a CPU at or beyond {cores}",
-                        t.name, t.line
+                        t.name(),
+                        t.line()
                     ),
                 ));
             }
         }
-        if let Some(g) = &self.policy.gang_overhead {
-            if g.cores_per_node > cores {
-                return Err(self.override_error(
-                    "cores",
-                    format!(
-                        "policy.cores_per_node ({}) exceeds {cores}",
-                        g.cores_per_node
-                    ),
-                ));
-            }
-        }
-        let mut s = self.clone();
-        s.cores = cores;
-        Ok(s)
+        self.to_builder().with_cores(cores).build()
     }
 
-    /// The scenario with another `[policy] seed`.
+    /// The scenario with another `[policy] seed` (any seed is valid).
     pub fn with_seed(&self, seed: u64) -> Scenario {
-        let mut s = self.clone();
-        s.policy.seed = seed;
-        s
+        self.to_builder()
+            .with_seed(seed)
+            .build()
+            .expect("a valid scenario with another seed is valid")
     }
 
     /// The scenario with another `[policy] quantum`.
     pub fn with_quantum(&self, quantum: Nanos) -> Result<Scenario, ScenarioError> {
-        if quantum == Nanos::ZERO {
-            return Err(self.override_error("policy.quantum", "must be greater than zero"));
-        }
-        let mut s = self.clone();
-        s.policy.quantum = quantum;
-        Ok(s)
+        let spec = self.policy().clone().with_quantum(quantum);
+        self.to_builder().with_policy(spec).build()
     }
 }
 
@@ -138,12 +117,15 @@ mod tests {
     #[test]
     fn overrides_check_like_the_parser() {
         let s = rr();
-        assert_eq!(s.with_policy("srtf").unwrap().policy.name, PolicyName::Srtf);
+        assert_eq!(
+            s.with_policy("srtf").unwrap().policy().name(),
+            PolicyName::Srtf
+        );
         let e = s.with_policy("fifo").unwrap_err();
         assert_eq!(e.field, "policy.name");
         assert!(e.message.contains("unknown policy \"fifo\""), "{e}");
         assert_eq!(
-            s.with_policy("gang").unwrap().policy.quantum,
+            s.with_policy("gang").unwrap().policy().quantum(),
             Nanos::from_ms(100)
         );
         assert_eq!(
@@ -156,7 +138,7 @@ mod tests {
         );
         let e = s.with_cores(1).unwrap_err();
         assert!(e.message.contains("process \"a\" (line 4)"), "{e}");
-        assert_eq!(s.with_cores(4).unwrap().cores, 4);
-        assert_eq!(s.with_seed(7).policy.seed, 7);
+        assert_eq!(s.with_cores(4).unwrap().cores(), 4);
+        assert_eq!(s.with_seed(7).policy().seed(), 7);
     }
 }

@@ -76,7 +76,7 @@ pub(crate) fn unknown_key_message(key: &str, toml_message: &str) -> String {
 fn at_line(s: &Scenario, line: usize, field: &str, message: String) -> Diagnostic {
     Diagnostic {
         error: ScenarioError {
-            file: s.file.clone(),
+            file: s.file().to_string(),
             line,
             column: usize::from(line > 0),
             field: field.to_string(),
@@ -190,7 +190,7 @@ impl Scenario {
     /// field in the text when the field is a top-level key or a key of `[policy]` or `[run]`
     /// written there (`cores`, `policy.quantum`, `run.horizon`); unchanged otherwise.
     pub fn locate(&self, text: &str, error: ScenarioError) -> Diagnostic {
-        let loc = Locator::new(&self.file, text);
+        let loc = Locator::new(self.file(), text);
         let (line, key) = match error.field.split_once('.') {
             Some((table @ ("policy" | "run"), key)) => (header_line(text, table), key),
             None => (Some(1), error.field.as_str()),
@@ -214,9 +214,9 @@ impl Scenario {
     /// points at the value in the file; without, at the entry's line.
     pub fn runnable(&self, text: Option<&str>) -> Result<Vec<Diagnostic>, Diagnostic> {
         let f = Finder {
-            loc: text.map(|t| Locator::new(&self.file, t)),
+            loc: text.map(|t| Locator::new(self.file(), t)),
         };
-        if self.processes.is_empty() && self.tasks.is_empty() {
+        if self.processes().is_empty() && self.tasks().is_empty() {
             return Err(at_line(
                 self,
                 1,
@@ -227,34 +227,36 @@ impl Scenario {
                     .into(),
             ));
         }
-        let h = self.horizon;
+        let h = self.horizon();
         let horizon_is = format!("the simulation stops at run.horizon = {h}");
-        for p in &self.processes {
-            if p.arrival >= h {
+        for p in self.processes() {
+            if p.arrival() >= h {
                 return Err(f.diag(
                     self,
-                    p.line,
+                    p.line(),
                     "arrival",
                     "process.arrival",
                     format!(
                         "process \"{}\" arrives at {} but {horizon_is}: it would never run \
                          (raise `horizon` under [run], or lower `arrival`)",
-                        p.name, p.arrival
+                        p.name(),
+                        p.arrival()
                     ),
                 ));
             }
         }
-        for t in &self.tasks {
-            if t.offset >= h {
+        for t in self.tasks() {
+            if t.offset() >= h {
                 return Err(f.diag(
                     self,
-                    t.line,
+                    t.line(),
                     "offset",
                     "task.offset",
                     format!(
                         "task \"{}\" is first released at {} but {horizon_is}: it would never \
                          run (raise `horizon` under [run], or lower `offset`)",
-                        t.name, t.offset
+                        t.name(),
+                        t.offset()
                     ),
                 ));
             }
@@ -282,15 +284,15 @@ impl Scenario {
                 ),
             ));
         };
-        for p in &self.processes {
-            if let Some(b) = p.burst.filter(|&b| far(b)) {
-                warn(p.line, "burst", "process.burst", "a burst of", b);
+        for p in self.processes() {
+            if let Some(b) = p.burst().filter(|&b| far(b)) {
+                warn(p.line(), "burst", "process.burst", "a burst of", b);
             }
-            for ph in p.pattern.iter().flatten() {
+            for ph in p.pattern().into_iter().flatten() {
                 let (Phase::Run(d) | Phase::Sleep(d)) = *ph;
                 if far(d) {
                     warn(
-                        p.line,
+                        p.line(),
                         "pattern",
                         "process.pattern",
                         "a pattern phase of",
@@ -300,26 +302,26 @@ impl Scenario {
                 }
             }
         }
-        for t in &self.tasks {
-            if far(t.period) {
-                warn(t.line, "period", "task.period", "a period of", t.period);
+        for t in self.tasks() {
+            if far(t.period()) {
+                warn(t.line(), "period", "task.period", "a period of", t.period());
             }
             if far(t.work()) {
-                let key = if f.written(t.line, "wcet").is_some() {
+                let key = if f.written(t.line(), "wcet").is_some() {
                     "wcet"
                 } else {
                     "regions"
                 };
                 let field = format!("task.{key}");
-                warn(t.line, key, &field, "a job's work of", t.work());
+                warn(t.line(), key, &field, "a job's work of", t.work());
             }
         }
         // Policy durations only where the file writes them: their defaults are fine.
         if let Some(text) = text {
             if let Some(line) = header_line(text, "policy") {
                 for (key, d) in [
-                    ("quantum", self.policy.quantum),
-                    ("period", self.policy.period),
+                    ("quantum", self.policy().quantum()),
+                    ("period", self.policy().period()),
                 ] {
                     if far(d) && f.written(line, key).is_some() {
                         let field = format!("policy.{key}");

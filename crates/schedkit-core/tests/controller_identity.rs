@@ -222,17 +222,17 @@ fn round_robin(_: usize, _: usize, placed: usize, cores: usize) -> usize {
 fn machine(sc: &Scenario, place: Place) -> Vec<T> {
     let mut v = Vec::new();
     let mut next_core = 0;
-    for (p, sp) in sc.processes.iter().enumerate() {
-        for i in 0..sp.threads as usize {
+    for (p, sp) in sc.processes().iter().enumerate() {
+        for i in 0..sp.threads() as usize {
             v.push(T {
                 key: (p, i),
-                group: sp.group,
-                core: place(p, i, next_core, sc.cores),
-                weight: sp.weight,
-                base_weight: sp.weight,
+                group: sp.group(),
+                core: place(p, i, next_core, sc.cores()),
+                weight: sp.weight(),
+                base_weight: sp.weight(),
                 runnable: true,
                 cpu: 0,
-                ends: (sp.threads > 1 && i % 3 == 2).then_some(5 + i as u64),
+                ends: (sp.threads() > 1 && i % 3 == 2).then_some(5 + i as u64),
             });
             next_core += 1;
         }
@@ -245,7 +245,7 @@ fn machine(sc: &Scenario, place: Place) -> Vec<T> {
 /// requires the same decisions.
 fn same_decisions(toml: &str, place: Place) {
     let sc = Scenario::parse("identity.toml", toml).expect("test scenario parses");
-    let groups = sc.groups.len();
+    let groups = sc.groups().len();
     let start = machine(&sc, place);
     let mut runs = [
         Run::new(
@@ -264,21 +264,21 @@ fn same_decisions(toml: &str, place: Place) {
         for tick in 0..60 {
             if tick == 12 {
                 // Late threads of process 0 take the slots freed by the ended ones.
-                let first = sc.processes[0].threads as usize;
+                let first = sc.processes()[0].threads() as usize;
                 for i in 0..3 {
                     run.add(T {
                         key: (0, first + i),
-                        group: sc.processes[0].group,
-                        core: i % sc.cores,
-                        weight: sc.processes[0].weight,
-                        base_weight: sc.processes[0].weight,
+                        group: sc.processes()[0].group(),
+                        core: i % sc.cores(),
+                        weight: sc.processes()[0].weight(),
+                        base_weight: sc.processes()[0].weight(),
                         runnable: true,
                         cpu: 0,
                         ends: None,
                     });
                 }
             }
-            run.tick(ctl.as_mut(), &sc, sc.cores, tick);
+            run.tick(ctl.as_mut(), &sc, sc.cores(), tick);
         }
         decisions.push(std::mem::take(&mut run.log));
     }

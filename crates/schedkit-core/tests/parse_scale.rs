@@ -26,8 +26,8 @@ fn a_large_file_parses_whole_and_errors_name_its_last_lines() {
     let n = 20_000;
     let mut text = processes(n);
     let s = Scenario::parse("big.toml", &text).unwrap();
-    assert_eq!(s.processes.len(), n);
-    assert_eq!(s.processes[n - 1].line, 6 + 4 * (n - 1));
+    assert_eq!(s.processes().len(), n);
+    assert_eq!(s.processes()[n - 1].line(), 6 + 4 * (n - 1));
     assert!(s.runnable(Some(&text)).unwrap().is_empty());
     // An error in the last entry names its line.
     text.push_str("[[process]]\nname = \"late\"\narrival = \"2s\"\n");

@@ -70,18 +70,16 @@ pub fn run_all(
     let results: Vec<_> = policies
         .par_iter()
         .map(|p| {
-            let mut s = scenario.clone();
-            s.policy.name = *p;
-            let r = schedkit_sim::simulate_report(&s, false).map(|(r, _, _)| r);
+            let r = scenario
+                .with_policy_spec(scenario.policy().clone().with_name(*p))
+                .map_err(Error::from)
+                .and_then(|s| Ok(schedkit_sim::simulate_report(&s, false).map(|(r, _, _)| r)?));
             progress.step();
             r
         })
         .collect();
     progress.finish();
-    results
-        .into_iter()
-        .map(|r| r.map_err(Error::from))
-        .collect()
+    results.into_iter().collect()
 }
 
 fn ms(ns: u64) -> String {

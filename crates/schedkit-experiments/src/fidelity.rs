@@ -99,14 +99,14 @@ pub struct FidelityResult {
 
 /// The scenario's short name (file stem).
 pub fn scenario_name(s: &Scenario) -> String {
-    std::path::Path::new(&s.file)
+    std::path::Path::new(&s.file())
         .file_stem()
-        .map_or(s.file.clone(), |x| x.to_string_lossy().into_owned())
+        .map_or(s.file().to_string(), |x| x.to_string_lossy().into_owned())
 }
 
 /// Whether any thread of the scenario sleeps (a `pattern`).
 pub fn has_sleepers(s: &Scenario) -> bool {
-    s.processes.iter().any(|p| p.pattern.is_some())
+    s.processes().iter().any(|p| p.pattern().is_some())
 }
 
 /// Runs the experiment: real repeats through `real`; one `progress` step per real run and
@@ -135,8 +135,7 @@ pub fn run(
         }
         for &model in &opts.models {
             progress.message(&format!("{name}: simulated under {model}"));
-            let mut s = sc.clone();
-            s.policy.name = model;
+            let s = sc.with_policy_spec(sc.policy().clone().with_name(model))?;
             let (report, log, _) = schedkit_sim::simulate_report(&s, true)?;
             let m = sim_measure(&s, &report, &log.expect("trace kept"));
             out.rows
@@ -159,10 +158,10 @@ pub fn quantile(xs: &mut [u64], p: f64) -> Option<f64> {
 /// Mean turnaround of the bounded threads that finished, ms.
 pub fn response_ms(s: &Scenario, r: &Report) -> Option<f64> {
     let bounded: Vec<&str> = s
-        .processes
+        .processes()
         .iter()
-        .filter(|p| p.burst.is_some())
-        .map(|p| p.name.as_str())
+        .filter(|p| p.burst().is_some())
+        .map(|p| p.name())
         .collect();
     let t: Vec<f64> = r
         .threads
@@ -185,7 +184,7 @@ pub fn sim_measure(s: &Scenario, r: &Report, log: &TraceLog) -> Measure {
     let mut ready_since: Vec<Option<u64>> = vec![None; slots];
     let mut woke_at: Vec<Option<u64>> = vec![None; slots];
     let mut proc_of: Vec<usize> = vec![usize::MAX; slots];
-    let mut wait = vec![0u64; s.processes.len()];
+    let mut wait = vec![0u64; s.processes().len()];
     let mut wakes = Vec::new();
     for e in &log.events {
         match *e {
@@ -230,19 +229,19 @@ pub fn sim_measure(s: &Scenario, r: &Report, log: &TraceLog) -> Measure {
             }
         }
     }
-    let threads: Vec<f64> = s.processes.iter().map(|p| p.threads as f64).collect();
+    let threads: Vec<f64> = s.processes().iter().map(|p| p.threads() as f64).collect();
     let switches: u64 = r.threads.iter().map(|t| t.context_switches).sum();
     let mut m = Measure {
-        names: s.processes.iter().map(|p| p.name.clone()).collect(),
+        names: s.processes().iter().map(|p| p.name().to_string()).collect(),
         share_pct: shares(
             &r.processes
                 .iter()
-                .take(s.processes.len())
+                .take(s.processes().len())
                 .map(|p| p.cpu_ns as f64)
                 .collect::<Vec<_>>(),
         ),
         job_pct: 100.0 * r.processes.iter().map(|p| p.cpu_ns as f64).sum::<f64>()
-            / (end_ns * s.cores as f64),
+            / (end_ns * s.cores() as f64),
         wait_ms: wait
             .iter()
             .zip(&threads)

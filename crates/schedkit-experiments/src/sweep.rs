@@ -24,7 +24,7 @@ use crate::Error;
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
 use rayon::prelude::*;
 use schedkit_core::generate::{Seed001, UUniFast};
-use schedkit_core::scenario::{PolicyName, PolicySpec, Scenario, Task};
+use schedkit_core::scenario::{PolicyName, Scenario, Task};
 use serde::{Deserialize, Serialize};
 
 /// What to sweep, as `schedkit sim`'s flags spell it (the binary's `SweepArgs` convert).
@@ -205,7 +205,7 @@ pub fn sweep_with_progress(
     let us = parse_utilisations(args.utilisations.as_deref().unwrap_or("0.1..1.0:0.1"))?;
     let generator = parse_generator(&args.generator)?;
     let policies: Vec<PolicyName> = if args.policies.is_empty() {
-        vec![base.policy.name]
+        vec![base.policy().name()]
     } else {
         args.policies
             .iter()
@@ -217,7 +217,7 @@ pub fn sweep_with_progress(
     };
     // Check every policy and generator once, up front, so bad input fails before the work.
     for &u in &us {
-        draw(generator, base.cores, u, *seeds.start())
+        draw(generator, base.cores(), u, *seeds.start())
             .map_err(|e| bad("utilisations", &u.to_string(), e))?;
     }
     for &p in &policies {
@@ -233,22 +233,15 @@ pub fn sweep_with_progress(
     let outcomes: Vec<Result<Vec<Outcome>, Error>> = points
         .par_iter()
         .map(|&(i, seed)| {
-            let tasks = draw(generator, base.cores, us[i], seed)
+            let tasks = draw(generator, base.cores(), us[i], seed)
                 .map_err(|e| bad("utilisations", &us[i].to_string(), e))?;
-            let mut s = base.clone();
-            s.processes.clear();
-            s.groups.clear();
-            s.tasks = tasks;
+            let set = base.to_builder().without_work().tasks(tasks);
             let mut out = Vec::with_capacity(policies.len());
             for &p in &policies {
-                if p != base.policy.name {
-                    s.policy = PolicySpec {
-                        name: p,
-                        ..base.policy.clone()
-                    };
-                } else {
-                    s.policy = base.policy.clone();
-                }
+                let s = set
+                    .clone()
+                    .with_policy(base.policy().clone().with_name(p))
+                    .build()?;
                 out.push(match schedkit_sim::simulate_report(&s, false) {
                     Ok((r, _, _)) => Outcome::Ran {
                         jobs: r.summary.jobs,
@@ -351,9 +344,9 @@ pub fn render(base: &Scenario, args: &SweepOptions, rows: &[Row]) -> String {
     format!(
         "sweep of {} · {} cores · {} per set · generator {} · {}\n\
          (% sets missing counts rejected sets as unschedulable)\n{t}\n",
-        base.file,
-        base.cores,
-        base.horizon,
+        base.file(),
+        base.cores(),
+        base.horizon(),
         args.generator,
         args.sweep.as_deref().unwrap_or_default(),
     )

@@ -76,7 +76,7 @@ pub struct SweepDoc {
 fn zero_rows(base: &Scenario, options: &SweepOptions) -> Result<Vec<Row>, Error> {
     let us = parse_utilisations(options.utilisations.as_deref().unwrap_or("0.1..1.0:0.1"))?;
     let policies: Vec<String> = if options.policies.is_empty() {
-        vec![base.policy.name.as_str().to_string()]
+        vec![base.policy().name().to_string()]
     } else {
         let names = crate::compare::parse_policies(&options.policies)?;
         names
@@ -111,9 +111,9 @@ pub fn run(
 ) -> Result<SweepDoc, Error> {
     let full = parse_seeds(options.sweep.as_deref().unwrap_or_default())?;
     let mut doc = SweepDoc {
-        file: base.file.clone(),
-        cores: base.cores,
-        horizon_ns: base.horizon.0,
+        file: base.file().to_string(),
+        cores: base.cores(),
+        horizon_ns: base.horizon().0,
         generator: options.generator.clone(),
         sweep: options.sweep.clone(),
         shard: shard.map(|s| s.to_string()),

@@ -397,32 +397,32 @@ fn xml_escape(s: &str) -> String {
 pub fn export(s: &Scenario) -> Result<String, Error> {
     let at = |line: usize, field: &str, message: String| {
         Error::Scenario(ScenarioError {
-            file: s.file.clone(),
+            file: s.file().to_string(),
             line,
             column: 1,
             field: field.to_string(),
             message,
         })
     };
-    if let Some(p) = s.processes.first() {
+    if let Some(p) = s.processes().first() {
         return Err(at(
-            p.line,
+            p.line(),
             "process",
-            format!("process \"{}\": SimSo models periodic tasks only", p.name),
+            format!("process \"{}\": SimSo models periodic tasks only", p.name()),
         ));
     }
-    if s.tasks.is_empty() {
+    if s.tasks().is_empty() {
         return Err(at(0, "task", "no [[task]] to export".into()));
     }
-    let class = match s.policy.name {
+    let class = match s.policy().name() {
         PolicyName::Edf | PolicyName::Gedf => "simso.schedulers.EDF",
-        PolicyName::Rm if s.cores == 1 => "simso.schedulers.RM",
+        PolicyName::Rm if s.cores() == 1 => "simso.schedulers.RM",
         PolicyName::Pedf => "simso.schedulers.P_EDF",
         other => {
             return Err(at(0, "policy.name", format!("policy \"{other}\" has no SimSo scheduler here (edf, gedf, pedf; rm on one core)")));
         }
     };
-    if s.policy.context_switch != Nanos::ZERO {
+    if s.policy().context_switch() != Nanos::ZERO {
         return Err(at(
             0,
             "policy.context_switch",
@@ -433,9 +433,9 @@ pub fn export(s: &Scenario) -> Result<String, Error> {
         "<?xml version=\"1.0\" ?>\n<simulation duration=\"{}\" cycles_per_ms=\"1000000\" etm=\"wcet\">\n\
          \t<sched overhead=\"0\" overhead_activate=\"0\" overhead_terminate=\"0\" class=\"{class}\"/>\n\
          \t<caches memory_access_time=\"100\"/>\n\t<processors>\n",
-        s.horizon.0
+        s.horizon().0
     );
-    for c in 0..s.cores {
+    for c in 0..s.cores() {
         out.push_str(&format!(
             "\t\t<processor name=\"CPU {}\" id=\"{}\" cl_overhead=\"0\" cs_overhead=\"0\" speed=\"1.0\"/>\n",
             c + 1,
@@ -443,34 +443,34 @@ pub fn export(s: &Scenario) -> Result<String, Error> {
         ));
     }
     out.push_str("\t</processors>\n\t<tasks>\n");
-    for (i, t) in s.tasks.iter().enumerate() {
-        if t.cpus.is_some() {
+    for (i, t) in s.tasks().iter().enumerate() {
+        if t.cpus().is_some() {
             return Err(at(
-                t.line,
+                t.line(),
                 "task.cpus",
-                format!("task \"{}\": SimSo tasks have no affinity", t.name),
+                format!("task \"{}\": SimSo tasks have no affinity", t.name()),
             ));
         }
-        let wcet = match t.regions.as_slice() {
+        let wcet = match t.regions() {
             [Region::Seq(w)] => *w,
             _ => {
                 return Err(at(
-                    t.line,
+                    t.line(),
                     "task.regions",
                     format!(
                         "task \"{}\": SimSo tasks are sequential (one `wcet`)",
-                        t.name
+                        t.name()
                     ),
                 ));
             }
         };
         out.push_str(&format!(
             "\t\t<task name=\"{}\" id=\"{}\" task_type=\"Periodic\" abort_on_miss=\"no\" period=\"{}\" activationDate=\"{}\" list_activation_dates=\"\" deadline=\"{}\" base_cpi=\"1.0\" instructions=\"0\" mix=\"0.5\" WCET=\"{}\" ACET=\"0\" preemption_cost=\"0\" et_stddev=\"0\"/>\n",
-            xml_escape(&t.name),
+            xml_escape(t.name()),
             i + 1,
-            ms(t.period),
-            ms(t.offset),
-            ms(t.deadline),
+            ms(t.period()),
+            ms(t.offset()),
+            ms(t.deadline()),
             ms(wcet)
         ));
     }

@@ -243,10 +243,14 @@ pub fn intervals(s: &Scenario, trace: &TraceLog) -> Vec<Interval> {
                     continue;
                 }
                 let (process, thread, job) = match *owner {
-                    Owner::Process { process, thread } => {
-                        (s.processes[process].name.clone(), Some(thread), None)
+                    Owner::Process { process, thread } => (
+                        s.processes()[process].name().to_string(),
+                        Some(thread),
+                        None,
+                    ),
+                    Owner::Task { task, job } => {
+                        (s.tasks()[task].name().to_string(), None, Some(job))
                     }
-                    Owner::Task { task, job } => (s.tasks[task].name.clone(), None, Some(job)),
                 };
                 out.push(Interval {
                     core,

@@ -548,17 +548,13 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
         // Any policy whose lease is `Shared` (crate::guard::want_of).
         crate::engine::RunPolicy::ProcessFair
     };
-    let scenario = schedkit_core::scenario::Scenario {
-        file: "command line".into(),
-        cores: 1,
-        policy: schedkit_core::scenario::PolicySpec::new(
+    let scenario = schedkit_core::scenario::Scenario::builder("command line")
+        .with_policy(schedkit_core::scenario::PolicySpec::new(
             schedkit_core::scenario::PolicyName::Default,
-        ),
-        horizon: schedkit_core::Nanos(u64::MAX / 4),
-        processes: Vec::new(),
-        groups: Vec::new(),
-        tasks: Vec::new(),
-    };
+        ))
+        .with_horizon(schedkit_core::Nanos(u64::MAX / 4))
+        .build()
+        .expect("an empty scenario with a positive horizon is valid");
     let mut warnings = Vec::new();
     let guard = crate::guard::prepare(
         &scenario,

@@ -165,11 +165,11 @@ fn sleep_until(ns: u64) {
 fn budget(work_ns: u64, task: &Task, opts: &DeadlineOptions) -> Policy {
     let runtime = ((work_ns as f64 * (1.0 + opts.runtime_margin)) as u64
         + opts.runtime_slack.as_nanos() as u64)
-        .clamp(1024, task.deadline.0);
+        .clamp(1024, task.deadline().0);
     Policy::Deadline {
         runtime,
-        deadline: task.deadline.0,
-        period: task.period.0,
+        deadline: task.deadline().0,
+        period: task.period().0,
     }
 }
 
@@ -177,7 +177,7 @@ fn budget(work_ns: u64, task: &Task, opts: &DeadlineOptions) -> Policy {
 pub fn thread_work(task: &Task) -> (u64, Vec<u64>) {
     let mut master = 0;
     let mut workers: Vec<u64> = Vec::new();
-    for r in &task.regions {
+    for r in task.regions() {
         match r {
             Region::Seq(c) => master += c.0,
             Region::Par(v) => {
@@ -237,11 +237,12 @@ struct ThreadOut {
 
 /// Runs `tasks` under SCHED_DEADLINE on all online CPUs for `opts.duration`.
 pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun> {
-    if let Some(t) = tasks.iter().find(|t| t.cpus.is_some()) {
+    if let Some(t) = tasks.iter().find(|t| t.cpus().is_some()) {
         return Err(Error::Input(format!(
             "task \"{}\" (line {}): sched-deadline threads must be allowed on every CPU of \
              their root domain; remove `cpus`",
-            t.name, t.line
+            t.name(),
+            t.line()
         )));
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -289,12 +290,12 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
         for (k, &work) in workers.iter().enumerate() {
             let (fork, latch, tx) = (fork.clone(), latch.clone(), setup_tx.clone());
             let policy = budget(work, task, opts);
-            let label = format!("task \"{}\" worker {k}", task.name);
+            let label = format!("task \"{}\" worker {k}", task.name());
             let tid = Arc::new(AtomicI32::new(0));
             tids.push((ti, tid.clone()));
             handles.push(
                 std::thread::Builder::new()
-                    .name(format!("dl-{}-{k}", task.name))
+                    .name(format!("dl-{}-{k}", task.name()))
                     .spawn(move || {
                         tid.store(crate::gettid(), Ordering::SeqCst);
                         let _ = tx.send((
@@ -340,13 +341,13 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
         }
         let (latch, tx, origin) = (latch.clone(), setup_tx.clone(), origin.clone());
         let policy = budget(master_work, task, opts);
-        let label = format!("task \"{}\" master", task.name);
+        let label = format!("task \"{}\" master", task.name());
         let task = task.clone();
         let tid = Arc::new(AtomicI32::new(0));
         tids.push((ti, tid.clone()));
         handles.push(
             std::thread::Builder::new()
-                .name(format!("dl-{}", task.name))
+                .name(format!("dl-{}", task.name()))
                 .spawn(move || {
                     tid.store(crate::gettid(), Ordering::SeqCst);
                     let _ = tx.send((
@@ -364,13 +365,13 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
                         if !run {
                             break;
                         }
-                        let release = task.offset.0 + j * task.period.0;
+                        let release = task.offset().0 + j * task.period().0;
                         if release >= window {
                             break;
                         }
                         sleep_until(o + release);
                         let start = monotonic_ns() - o;
-                        for r in &task.regions {
+                        for r in task.regions() {
                             match r {
                                 Region::Seq(c) => spin_cpu(c.0),
                                 Region::Par(v) => {
@@ -390,7 +391,7 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
                             task: ti,
                             job: j,
                             release_ns: release,
-                            deadline_ns: release + task.deadline.0,
+                            deadline_ns: release + task.deadline().0,
                             start_ns: start,
                             finish_ns: finish,
                         });
@@ -559,15 +560,7 @@ mod tests {
     use schedkit_core::Nanos;
 
     fn task(name: &str, period_ms: u64, regions: Vec<Region>) -> Task {
-        Task {
-            name: name.into(),
-            period: Nanos::from_ms(period_ms),
-            deadline: Nanos::from_ms(period_ms),
-            offset: Nanos::ZERO,
-            regions,
-            cpus: None,
-            line: 1,
-        }
+        Task::new(name, Nanos::from_ms(period_ms), regions)
     }
 
     #[test]

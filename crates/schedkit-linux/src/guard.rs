@@ -124,7 +124,7 @@ pub fn prepare(
     o: &GuardOptions,
     warnings: &mut Vec<String>,
 ) -> Result<Guard> {
-    let has_commands = scenario.processes.iter().any(|p| p.command.is_some());
+    let has_commands = scenario.processes().iter().any(|p| p.command().is_some());
     let want = want_of(policy);
     let journaled = !want.is_empty()
         || matches!(policy, RunPolicy::Fifo { .. } | RunPolicy::Default)
@@ -245,9 +245,9 @@ pub fn engine_priority(policy: &RunPolicy, scenario: &Scenario) -> Option<u32> {
             let lowest = match priority {
                 Some(p) => *p,
                 None => scenario
-                    .processes
+                    .processes()
                     .iter()
-                    .map(|p| (50 - p.priority).clamp(1, 99) as u32)
+                    .map(|p| (50 - p.priority()).clamp(1, 99) as u32)
                     .min()
                     .unwrap_or(50),
             };

@@ -113,7 +113,7 @@ fn trace_against_kernel(o: &engine::RunOutcome) -> Vec<(String, u64, u64)> {
     use schedkit_core::trace::Owner;
     let mut process_of = std::collections::HashMap::new();
     let mut open = std::collections::HashMap::new();
-    let mut traced = vec![0u64; o.scenario.processes.len()];
+    let mut traced = vec![0u64; o.scenario.processes().len()];
     let mut on_core = std::collections::HashMap::new();
     for e in &o.events {
         match e {
@@ -138,17 +138,17 @@ fn trace_against_kernel(o: &engine::RunOutcome) -> Vec<(String, u64, u64)> {
         }
     }
     o.scenario
-        .processes
+        .processes()
         .iter()
         .zip(traced)
         .map(|(p, traced)| {
             let exact = o
                 .threads
                 .iter()
-                .filter(|t| t.process == p.name)
+                .filter(|t| t.process == p.name())
                 .map(|t| t.cpu_ns)
                 .sum();
-            (p.name.clone(), traced, exact)
+            (p.name().to_string(), traced, exact)
         })
         .collect()
 }

@@ -283,7 +283,7 @@ fn helper_gang_run() {
     );
     let sc = schedkit_core::Scenario::parse("gang-kill.toml", &text).unwrap();
     let mut opts = RunOptions::new(RunPolicy::Gang {
-        quantum: sc.policy.quantum,
+        quantum: sc.policy().quantum(),
     });
     opts.state_dir = dir.clone();
     opts.perf = false;
@@ -420,7 +420,7 @@ fn a_job_exiting_mid_slice_reports_its_status_and_frees_its_slot() {
     );
     let sc = schedkit_core::Scenario::parse("gang-exit.toml", &text).unwrap();
     let mut opts = RunOptions::new(RunPolicy::Gang {
-        quantum: sc.policy.quantum,
+        quantum: sc.policy().quantum(),
     });
     opts.state_dir = dir.clone();
     opts.perf = false;

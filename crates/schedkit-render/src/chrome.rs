@@ -47,15 +47,18 @@ fn us(t: Nanos) -> f64 {
 fn owner_label(s: &Scenario, o: &Owner) -> (String, Value) {
     match *o {
         Owner::Process { process, thread } => {
-            let p = &s.processes[process];
+            let p = &s.processes()[process];
             (
-                p.name.clone(),
-                json!({ "process": p.name, "thread": thread }),
+                p.name().to_string(),
+                json!({ "process": p.name(), "thread": thread }),
             )
         }
         Owner::Task { task, job } => {
-            let t = &s.tasks[task];
-            (t.name.clone(), json!({ "task": t.name, "job": job }))
+            let t = &s.tasks()[task];
+            (
+                t.name().to_string(),
+                json!({ "task": t.name(), "job": job }),
+            )
         }
     }
 }
@@ -131,7 +134,7 @@ pub fn render_window(
                 job,
                 deadline,
             } => {
-                let name = &scenario.tasks[*task].name;
+                let name = &scenario.tasks()[*task].name();
                 events.push(instant(
                     format!("release {name}"),
                     *t,
@@ -172,7 +175,7 @@ pub fn render_window(
 
     let mut meta = vec![json!({
         "name": "process_name", "ph": "M", "pid": PID, "tid": 0,
-        "args": { "name": format!("schedkit {} · {} · policy {policy}", report.engine, scenario.file) }
+        "args": { "name": format!("schedkit {} · {} · policy {policy}", report.engine, scenario.file()) }
     })];
     for core in 0..cores {
         meta.push(json!({
@@ -251,7 +254,7 @@ pub fn deadline_misses(trace: &TraceLog, end: Nanos) -> Vec<Miss> {
 
 fn miss(s: &Scenario, m: &Miss, tid: u64) -> TraceEvent {
     let (task, job, finish) = (m.task, m.job, m.finish);
-    let name = &s.tasks[task].name;
+    let name = &s.tasks()[task].name();
     TraceEvent {
         name: format!("deadline miss {name}"),
         ph: "i",

@@ -27,29 +27,29 @@ const RIGHT: f64 = 24.0;
 fn owner_key(s: &Scenario, o: &Owner) -> usize {
     match *o {
         Owner::Process { process, .. } => process,
-        Owner::Task { task, .. } => s.processes.len() + task,
+        Owner::Task { task, .. } => s.processes().len() + task,
     }
 }
 
 fn owner_name(s: &Scenario, o: &Owner) -> String {
     match *o {
         Owner::Process { process, thread } => {
-            let p = &s.processes[process];
-            if p.threads > 1 {
-                format!("{} thread {}", p.name, thread)
+            let p = &s.processes()[process];
+            if p.threads() > 1 {
+                format!("{} thread {}", p.name(), thread)
             } else {
-                p.name.clone()
+                p.name().to_string()
             }
         }
-        Owner::Task { task, job } => format!("{} job {}", s.tasks[task].name, job),
+        Owner::Task { task, job } => format!("{} job {}", s.tasks()[task].name(), job),
     }
 }
 
 fn key_name(s: &Scenario, key: usize) -> &str {
-    if key < s.processes.len() {
-        &s.processes[key].name
+    if key < s.processes().len() {
+        s.processes()[key].name()
     } else {
-        &s.tasks[key - s.processes.len()].name
+        s.tasks()[key - s.processes().len()].name()
     }
 }
 
@@ -62,8 +62,8 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
 /// number (`T1 #3`), which tells the jobs of one task apart.
 fn bar_label(s: &Scenario, o: &Owner) -> String {
     match *o {
-        Owner::Process { process, .. } => s.processes[process].name.clone(),
-        Owner::Task { task, job } => format!("{} #{job}", s.tasks[task].name),
+        Owner::Process { process, .. } => s.processes()[process].name().to_string(),
+        Owner::Task { task, job } => format!("{} #{job}", s.tasks()[task].name()),
     }
 }
 
@@ -121,10 +121,10 @@ pub fn render_window(
         .collect();
     let marks_h = if jobs.is_empty() { 0.0 } else { 26.0 };
 
-    let owners = scenario.processes.len() + scenario.tasks.len();
+    let owners = scenario.processes().len() + scenario.tasks().len();
     // Two titled legends: the colours (one per process or task), then the marks drawn over
     // them, so that "deadline miss" is not read as one more task.
-    let kind = match (scenario.processes.is_empty(), scenario.tasks.is_empty()) {
+    let kind = match (scenario.processes().is_empty(), scenario.tasks().is_empty()) {
         (false, true) => "process",
         (true, false) => "task",
         _ => "process or task",
@@ -133,7 +133,7 @@ pub fn render_window(
         .map(|k| LegendEntry::new(key_name(scenario, k), &chart::color(k)))
         .collect();
     let mut marks = Vec::new();
-    if !scenario.tasks.is_empty() {
+    if !scenario.tasks().is_empty() {
         marks.push(LegendEntry {
             name: "deadline miss".into(),
             color: "#111111".into(),
@@ -351,7 +351,7 @@ pub fn render_window(
         let x = x_of(m.deadline.0);
         let tip = format!(
             "deadline miss: {} job {} (deadline {} {unit}{})",
-            scenario.tasks[m.task].name,
+            scenario.tasks()[m.task].name(),
             m.job,
             chart::num(m.deadline.0 as f64 / div),
             m.finish.map_or(", unfinished".into(), |f| format!(
@@ -400,8 +400,8 @@ impl JobTicks {
         let x_of = |t: Nanos| LEFT + (t.0 - self.from) as f64 / self.ns_per_px;
         let at = |t: Nanos| chart::num(t.0 as f64 / self.div);
         for &(t, task, job, deadline) in jobs {
-            let name = &scenario.tasks[task].name;
-            let key = scenario.processes.len() + task;
+            let name = &scenario.tasks()[task].name();
+            let key = scenario.processes().len() + task;
             if inside(t) {
                 let tip = format!(
                     "release: {name} #{job} at {} {unit} (deadline {} {unit})",

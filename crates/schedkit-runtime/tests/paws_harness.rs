@@ -8,15 +8,7 @@ use schedkit_runtime::paws::Mode;
 use std::time::Duration;
 
 fn task(name: &str, period_ms: u64, regions: Vec<Region>) -> Task {
-    Task {
-        name: name.into(),
-        period: Nanos(period_ms * 1_000_000),
-        deadline: Nanos(period_ms * 1_000_000),
-        offset: Nanos(0),
-        regions,
-        cpus: None,
-        line: 1,
-    }
+    Task::new(name, Nanos(period_ms * 1_000_000), regions)
 }
 
 #[test]

@@ -50,15 +50,15 @@ pub struct Estimate {
 /// How long a core runs one thread before a slice-end event, under the scenario's policy;
 /// `None` for policies that run a thread until it blocks, finishes or is preempted.
 fn slice(s: &Scenario, threads_per_core: f64) -> Option<(f64, Vec<&'static str>)> {
-    let p = &s.policy;
-    let name = match p.name {
+    let p = &s.policy();
+    let name = match p.name() {
         PolicyName::Default => model_of_release(crate::policies::kernel_release().as_deref()),
         n => n,
     };
     let cfs = || {
-        let share = p.sched_latency.0 as f64 / threads_per_core.max(1.0);
+        let share = p.sched_latency().0 as f64 / threads_per_core.max(1.0);
         (
-            share.max(p.min_granularity.0 as f64),
+            share.max(p.min_granularity().0 as f64),
             vec!["policy.min_granularity", "policy.sched_latency"],
         )
     };
@@ -67,7 +67,7 @@ fn slice(s: &Scenario, threads_per_core: f64) -> Option<(f64, Vec<&'static str>)
         | PolicyName::Lottery
         | PolicyName::Stride
         | PolicyName::Mlfq
-        | PolicyName::Gang => Some((p.quantum.0 as f64, vec!["policy.quantum"])),
+        | PolicyName::Gang => Some((p.quantum().0 as f64, vec!["policy.quantum"])),
         PolicyName::Cfs
         | PolicyName::Pfs
         | PolicyName::Tfps
@@ -77,7 +77,7 @@ fn slice(s: &Scenario, threads_per_core: f64) -> Option<(f64, Vec<&'static str>)
         PolicyName::Eevdf => {
             let (slice, mut keys) = cfs();
             keys.push("policy.tick");
-            Some((slice.max(p.tick.0 as f64), keys))
+            Some((slice.max(p.tick().0 as f64), keys))
         }
         _ => None,
     }
@@ -85,13 +85,13 @@ fn slice(s: &Scenario, threads_per_core: f64) -> Option<(f64, Vec<&'static str>)
 
 /// The controller's period, if the policy has a controller.
 fn controller_period(s: &Scenario) -> Option<(Nanos, &'static str)> {
-    match s.policy.name {
+    match s.policy().name() {
         PolicyName::Pfs
         | PolicyName::Tfps
         | PolicyName::Twrs
         | PolicyName::GlobalFair
-        | PolicyName::Tenants => Some((s.policy.period, "policy.period")),
-        PolicyName::Gang => Some((s.policy.quantum, "policy.quantum")),
+        | PolicyName::Tenants => Some((s.policy().period(), "policy.period")),
+        PolicyName::Gang => Some((s.policy().quantum(), "policy.quantum")),
         _ => None,
     }
 }
@@ -99,7 +99,7 @@ fn controller_period(s: &Scenario) -> Option<(Nanos, &'static str)> {
 /// The interval of the dispatcher's periodic `balance` (the fair models on several cores,
 /// MLFQ's boost), as the dispatchers declare it.
 fn balance_interval(s: &Scenario) -> Option<Nanos> {
-    let name = match s.policy.name {
+    let name = match s.policy().name() {
         PolicyName::Default => model_of_release(crate::policies::kernel_release().as_deref()),
         n => n,
     };
@@ -111,11 +111,11 @@ fn balance_interval(s: &Scenario) -> Option<Nanos> {
         | PolicyName::Twrs
         | PolicyName::GlobalFair
         | PolicyName::Tenants
-            if s.cores > 1 =>
+            if s.cores() > 1 =>
         {
-            Some(s.policy.balance_interval)
+            Some(s.policy().balance_interval())
         }
-        PolicyName::Mlfq if s.policy.boost > Nanos::ZERO => Some(s.policy.boost),
+        PolicyName::Mlfq if s.policy().boost() > Nanos::ZERO => Some(s.policy().boost()),
         _ => None,
     }
 }
@@ -132,30 +132,35 @@ pub fn human(x: f64) -> String {
 
 /// Estimates the work of simulating `s` (see the module docs).
 pub fn estimate(s: &Scenario) -> Estimate {
-    let h = s.horizon.0 as f64;
-    let cores = s.cores as f64;
-    let threads: f64 = s.processes.iter().map(|p| p.threads as f64).sum();
+    let h = s.horizon().0 as f64;
+    let cores = s.cores() as f64;
+    let threads: f64 = s.processes().iter().map(|p| p.threads() as f64).sum();
     let mut drivers = Vec::new();
     let mut add = |what: String, keys: Vec<&'static str>, events: f64| {
         if events >= 1.0 {
             drivers.push(Driver { what, keys, events });
         }
     };
-    let horizon = s.horizon;
+    let horizon = s.horizon();
 
     // How long processes can keep cores busy: to the horizon if any runs until it, else
     // until the last arrival plus the total work spread over the cores it can use.
-    let unbounded = s.processes.iter().any(|p| p.burst.is_none()) || !s.tasks.is_empty();
+    let unbounded = s.processes().iter().any(|p| p.burst().is_none()) || !s.tasks().is_empty();
     let busy = threads.min(cores);
     let span = if unbounded || busy == 0.0 {
         h
     } else {
         let work: f64 = s
-            .processes
+            .processes()
             .iter()
-            .map(|p| p.burst.map_or(0.0, |b| b.0 as f64) * p.threads as f64)
+            .map(|p| p.burst().map_or(0.0, |b| b.0 as f64) * p.threads() as f64)
             .sum();
-        let last = s.processes.iter().map(|p| p.arrival.0).max().unwrap_or(0) as f64;
+        let last = s
+            .processes()
+            .iter()
+            .map(|p| p.arrival().0)
+            .max()
+            .unwrap_or(0) as f64;
         h.min(last + work / busy)
     };
     let span_n = Nanos(span as u64);
@@ -164,7 +169,7 @@ pub fn estimate(s: &Scenario) -> Estimate {
         vec!["process.threads"],
         2.0 * threads,
     );
-    let mut instants = s.processes.len() as f64;
+    let mut instants = s.processes().len() as f64;
     if busy > 0.0 {
         if let Some((slice, mut keys)) = slice(s, threads / cores) {
             let per_core = span / slice.max(1.0);
@@ -180,8 +185,8 @@ pub fn estimate(s: &Scenario) -> Estimate {
             );
         }
     }
-    for p in &s.processes {
-        if let Some(pattern) = &p.pattern {
+    for p in s.processes() {
+        if let Some(pattern) = p.pattern() {
             let cycle: u64 = pattern
                 .iter()
                 .map(|ph| match *ph {
@@ -194,12 +199,12 @@ pub fn estimate(s: &Scenario) -> Estimate {
             add(
                 format!(
                     "sleep phases of \"{}\": {} threads x {span_n} / a cycle of {}",
-                    p.name,
-                    p.threads,
+                    p.name(),
+                    p.threads(),
                     Nanos(cycle)
                 ),
                 vec!["process.pattern", "run.horizon"],
-                2.0 * p.threads as f64 * cycles,
+                2.0 * p.threads() as f64 * cycles,
             );
         }
     }
@@ -224,12 +229,12 @@ pub fn estimate(s: &Scenario) -> Estimate {
     let mut jobs_total = 0.0;
     let mut task_events = 0.0;
     let mut worst: Option<(&str, f64)> = None;
-    for t in &s.tasks {
-        let jobs = ((h - t.offset.0 as f64) / t.period.0.max(1) as f64)
+    for t in s.tasks() {
+        let jobs = ((h - t.offset().0 as f64) / t.period().0.max(1) as f64)
             .ceil()
             .max(1.0);
         let per_job: f64 = t
-            .regions
+            .regions()
             .iter()
             .map(|r| match r {
                 Region::Seq(_) => 1.0,
@@ -240,7 +245,7 @@ pub fn estimate(s: &Scenario) -> Estimate {
         jobs_total += jobs;
         task_events += events;
         if worst.is_none_or(|(_, e)| events > e) {
-            worst = Some((&t.name, events));
+            worst = Some((t.name(), events));
         }
     }
     if let Some((name, _)) = worst {
@@ -249,7 +254,7 @@ pub fn estimate(s: &Scenario) -> Estimate {
             format!(
                 "real-time jobs: {} jobs of {} tasks over {horizon} (most from \"{name}\")",
                 human(jobs_total),
-                s.tasks.len()
+                s.tasks().len()
             ),
             vec!["task.period", "task.regions", "run.horizon"],
             task_events,
@@ -287,7 +292,7 @@ pub fn check(s: &Scenario, max_events: u64) -> Result<Estimate, ScenarioError> {
         .map(|d| format!("{} ~ {} ({})", d.what, human(d.events), d.keys.join(", ")))
         .collect();
     Err(ScenarioError {
-        file: s.file.clone(),
+        file: s.file().to_string(),
         line: 0,
         column: 0,
         field: top.keys[0].to_string(),

@@ -54,16 +54,16 @@ pub(crate) fn refusal(
         {
             Some(format!("thread {thread} is not a live process thread"))
         }
-        Action::Migrate { core, .. } if core >= scenario.cores => Some(format!(
+        Action::Migrate { core, .. } if core >= scenario.cores() => Some(format!(
             "core {core} does not exist ({} cores)",
-            scenario.cores
+            scenario.cores()
         )),
         Action::SetGroupWeight { group, .. } if group >= groups => {
             Some(format!("group {group} does not exist"))
         }
         Action::SetGroupWeight { weight: 0, .. } => Some("a weight of 0".into()),
         Action::Stop { process } | Action::Resume { process }
-            if process >= scenario.processes.len() =>
+            if process >= scenario.processes().len() =>
         {
             Some(format!("process {process} does not exist"))
         }

@@ -54,7 +54,7 @@ macro_rules! pcall {
             cores: $s.cores_n,
             threads: &$s.threads,
             running: &$s.running,
-            spec: &$s.scenario.policy,
+            spec: &$s.scenario.policy(),
             scenario: $s.scenario,
             group_weights: &$s.group_weights,
         };
@@ -255,12 +255,12 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
         controller: Option<Box<dyn Controller + 'a>>,
         sink: &'a mut S,
     ) -> Engine<'a, D, S> {
-        let cores_n = scenario.cores;
+        let cores_n = scenario.cores();
         let mut e = Engine {
             scenario,
             cores_n,
             now: Nanos::ZERO,
-            horizon: scenario.horizon,
+            horizon: scenario.horizon(),
             queue: BinaryHeap::new(),
             initial: Vec::new(),
             next_initial: 0,
@@ -271,12 +271,12 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
             free_slots: Vec::new(),
             jobs: Vec::new(),
             free_jobs: Vec::new(),
-            next_job: vec![0; scenario.tasks.len()],
+            next_job: vec![0; scenario.tasks().len()],
             cores: vec![Core::default(); cores_n],
             running: vec![None; cores_n],
             policy,
             controller,
-            group_weights: scenario.groups.iter().map(|g| g.weight).collect(),
+            group_weights: scenario.groups().iter().map(|g| g.weight()).collect(),
             sink,
             stats: SimStats::default(),
             live: 0,
@@ -293,16 +293,17 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
         // The initial arrivals and first releases form a sorted stream beside the heap: known
         // up front, they need no heap operations at all (scenarios with 10,000 processes
         // would otherwise spend a good part of their run sifting them).
-        for (i, p) in scenario.processes.iter().enumerate() {
-            if p.arrival <= e.horizon {
+        for (i, p) in scenario.processes().iter().enumerate() {
+            if p.arrival() <= e.horizon {
                 e.initial
-                    .push((p.arrival, Kind::Arrive { process: i as u32 }));
+                    .push((p.arrival(), Kind::Arrive { process: i as u32 }));
                 e.pending_arrivals += 1;
             }
         }
-        for (i, t) in scenario.tasks.iter().enumerate() {
-            if t.offset < e.horizon {
-                e.initial.push((t.offset, Kind::Release { task: i as u32 }));
+        for (i, t) in scenario.tasks().iter().enumerate() {
+            if t.offset() < e.horizon {
+                e.initial
+                    .push((t.offset(), Kind::Release { task: i as u32 }));
             }
         }
         // Stable: equal times keep file order, processes before tasks.
@@ -421,7 +422,7 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
     }
 
     fn has_future_releases(&self) -> bool {
-        !self.scenario.tasks.is_empty()
+        !self.scenario.tasks().is_empty()
     }
 
     fn new_slot(&mut self, t: SimThread, job: Option<usize>) -> Slot {
@@ -457,21 +458,21 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
             Kind::Arrive { process } => {
                 let process = process as usize;
                 self.pending_arrivals -= 1;
-                let p = &self.scenario.processes[process];
-                for k in 0..p.threads {
+                let p = &self.scenario.processes()[process];
+                for k in 0..p.threads() {
                     self.thread_seq += 1;
                     let t = SimThread {
                         owner: Owner::Process { process, thread: k },
                         process: Some(process),
                         task: None,
-                        group: p.group,
+                        group: p.group(),
                         arrival: self.now,
-                        demand: p.burst,
-                        remaining: p.burst,
-                        weight: p.weight,
-                        priority: p.priority,
-                        tickets: p.tickets,
-                        affinity: p.cpus.clone(),
+                        demand: p.burst(),
+                        remaining: p.burst(),
+                        weight: p.weight(),
+                        priority: p.priority(),
+                        tickets: p.tickets(),
+                        affinity: p.cpus().map(<[_]>::to_vec),
                         deadline: Nanos::MAX,
                         period: Nanos::MAX,
                         rel_deadline: Nanos::MAX,
@@ -480,7 +481,7 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
                         last_core: None,
                         par: false,
                         cpu: Nanos::ZERO,
-                        phase: p.pattern.as_ref().map(|_| (0, Nanos::ZERO)),
+                        phase: p.pattern().map(|_| (0, Nanos::ZERO)),
                     };
                     let slot = self.new_slot(t, None);
                     match self.threads[slot as usize].phase {
@@ -491,10 +492,10 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
             }
             Kind::Release { task } => {
                 let task = task as usize;
-                let tk = &self.scenario.tasks[task];
+                let tk = &self.scenario.tasks()[task];
                 let job = self.next_job[task];
                 self.next_job[task] += 1;
-                let deadline = self.now + tk.deadline;
+                let deadline = self.now + tk.deadline();
                 self.stats.jobs += 1;
                 self.emit(Event::JobRelease {
                     t: self.now,
@@ -520,7 +521,7 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
                     }
                 };
                 self.start_region(id, None);
-                let next = self.now + tk.period;
+                let next = self.now + tk.period();
                 if next < self.horizon {
                     self.push(next, Kind::Release { task: task as u32 });
                 }
@@ -584,9 +585,8 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
         let process = self.threads[slot as usize]
             .process
             .expect("patterned thread");
-        let pattern = self.scenario.processes[process]
-            .pattern
-            .as_ref()
+        let pattern = self.scenario.processes()[process]
+            .pattern()
             .expect("patterned thread");
         let mut i = i % pattern.len();
         let mut sleep = Nanos::ZERO;
@@ -656,8 +656,8 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
         // lets the loop below create threads without copying the demands into a Vec, which
         // was an allocation per job.
         let scenario: &'a Scenario = self.scenario;
-        let tk = &scenario.tasks[task];
-        let (demands, par): (&[Nanos], bool) = match &tk.regions[region] {
+        let tk = &scenario.tasks()[task];
+        let (demands, par): (&[Nanos], bool) = match &tk.regions()[region] {
             Region::Seq(c) => (std::slice::from_ref(c), false),
             Region::Par(v) => (v, true),
         };
@@ -675,10 +675,10 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
                 weight: 1024,
                 priority: 0,
                 tickets: 1,
-                affinity: tk.cpus.clone(),
+                affinity: tk.cpus().map(<[_]>::to_vec),
                 deadline,
-                period: tk.period,
-                rel_deadline: tk.deadline,
+                period: tk.period(),
+                rel_deadline: tk.deadline(),
                 seq: self.thread_seq,
                 state: ThreadState::Ready,
                 last_core: at,
@@ -751,7 +751,7 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
             j.threads_left -= 1;
             if j.threads_left == 0 {
                 let (task, job) = (j.task, j.job);
-                if j.region + 1 < self.scenario.tasks[task].regions.len() {
+                if j.region + 1 < self.scenario.tasks()[task].regions().len() {
                     j.region += 1;
                     self.start_region(id, Some(core));
                 } else {
@@ -910,7 +910,7 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
                 });
             }
         }
-        let cost = self.scenario.policy.context_switch;
+        let cost = self.scenario.policy().context_switch();
         let switch = cost > Nanos::ZERO && self.cores[core].last.is_some_and(|l| l != slot);
         self.cores[core].last = Some(slot);
         if switch {
@@ -1019,7 +1019,7 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
                     _ => t.last_core.or_else(|| t.affinity.as_ref().map(|a| a[0])),
                 },
                 weight: t.weight,
-                base_weight: self.scenario.processes[t.process.expect("filtered")].weight,
+                base_weight: self.scenario.processes()[t.process.expect("filtered")].weight(),
                 runnable: matches!(t.state, ThreadState::Ready | ThreadState::Running(_)),
                 cpu: t.cpu,
             })

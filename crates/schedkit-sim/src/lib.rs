@@ -65,7 +65,7 @@ fn simulate_typed<S: TraceSink>(
     sink: &mut S,
     watch: Option<&dyn Watch>,
 ) -> Result<SimStats, ScenarioError> {
-    match scenario.policy.name {
+    match scenario.policy().name() {
         PolicyName::Edf | PolicyName::Gedf => Ok(run(
             scenario,
             Box::new(Keyed::new(policies::edf::Edf)),
@@ -100,7 +100,7 @@ pub fn simulate_report_watched(
     keep_trace: bool,
     watch: Option<&dyn Watch>,
 ) -> Result<(Report, Option<TraceLog>, SimStats), ScenarioError> {
-    let mut metrics = Metrics::new(scenario, "sim", scenario.cores);
+    let mut metrics = Metrics::new(scenario, "sim", scenario.cores());
     let mut log = TraceLog::default();
     let stats = if keep_trace {
         let mut tee = Tee(&mut metrics, &mut log);
@@ -109,7 +109,7 @@ pub fn simulate_report_watched(
         simulate_typed(scenario, &mut metrics, watch)?
     };
     let mut report = metrics.finish(stats.end);
-    if scenario.policy.name == schedkit_core::PolicyName::Default {
+    if scenario.policy().name() == schedkit_core::PolicyName::Default {
         // The kernel's scheduler in `run`; here its model, named.
         report.policy = policies::default_label();
     }

@@ -79,55 +79,56 @@ impl<D: Dispatcher> Partitioned<D> {
         make: impl Fn() -> D,
     ) -> Result<Partitioned<D>, ScenarioError> {
         let located = |line: usize, field: &str, message: String| ScenarioError {
-            file: scenario.file.clone(),
+            file: scenario.file().to_string(),
             line,
             column: 1,
             field: field.to_string(),
             message,
         };
-        if let Some(p) = scenario.processes.first() {
+        if let Some(p) = scenario.processes().first() {
             return Err(located(
-                p.line,
+                p.line(),
                 "process",
                 format!(
                     "policy \"{name}\" partitions periodic tasks; process \"{}\" has no period \
                      (write it as a [[task]], or use a global policy)",
-                    p.name
+                    p.name()
                 ),
             ));
         }
-        if let Some(t) = scenario.tasks.iter().find(|t| t.cpus.is_some()) {
+        if let Some(t) = scenario.tasks().iter().find(|t| t.cpus().is_some()) {
             return Err(located(
-                t.line,
+                t.line(),
                 "task.cpus",
                 format!(
                     "policy \"{name}\" places tasks on cores itself (first-fit decreasing); \
                      remove `cpus` from task \"{}\"",
-                    t.name
+                    t.name()
                 ),
             ));
         }
-        let sizes: Vec<f64> = scenario.tasks.iter().map(density).collect();
-        let core_of_task = first_fit_decreasing(&sizes, scenario.cores).map_err(|(i, load)| {
-            let t = &scenario.tasks[i];
-            located(
-                t.line,
-                "task",
-                format!(
-                    "task \"{}\" (density {:.4}) fits on no core by first-fit decreasing \
+        let sizes: Vec<f64> = scenario.tasks().iter().map(density).collect();
+        let core_of_task =
+            first_fit_decreasing(&sizes, scenario.cores()).map_err(|(i, load)| {
+                let t = &scenario.tasks()[i];
+                located(
+                    t.line(),
+                    "task",
+                    format!(
+                        "task \"{}\" (density {:.4}) fits on no core by first-fit decreasing \
                      (core loads when it was placed: {}); policy \"{name}\" cannot run this set",
-                    t.name,
-                    sizes[i],
-                    load.iter()
-                        .map(|l| format!("{l:.4}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )
-        })?;
+                        t.name(),
+                        sizes[i],
+                        load.iter()
+                            .map(|l| format!("{l:.4}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })?;
         Ok(Partitioned {
             name,
-            per_core: (0..scenario.cores).map(|_| make()).collect(),
+            per_core: (0..scenario.cores()).map(|_| make()).collect(),
             core_of_task,
             scratch: Vec::new(),
         })
@@ -149,7 +150,7 @@ impl<D: Dispatcher> Partitioned<D> {
 
 /// `C / min(D, T)`: the size first-fit decreasing packs.
 pub fn density(t: &schedkit_core::scenario::Task) -> f64 {
-    t.work().0 as f64 / t.deadline.min(t.period).0 as f64
+    t.work().0 as f64 / t.deadline().min(t.period()).0 as f64
 }
 
 /// The one-core view of `core` (see the module docs).

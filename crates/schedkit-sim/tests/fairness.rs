@@ -19,8 +19,9 @@ fn example(name: &str) -> Scenario {
 }
 
 fn run(sc: &Scenario, policy: PolicyName) -> Report {
-    let mut sc = sc.clone();
-    sc.policy.name = policy;
+    let sc = sc
+        .with_policy_spec(sc.policy().clone().with_name(policy))
+        .unwrap();
     simulate_report(&sc, false).expect("simulates").0
 }
 
@@ -36,9 +37,16 @@ fn gap(r: &Report, z: usize, y: usize) -> f64 {
 }
 
 fn greedy(c_threads: u32) -> Scenario {
-    let mut sc = example("greedy.toml");
-    sc.processes[2].threads = c_threads;
-    sc
+    let mut i = 0;
+    example("greedy.toml")
+        .to_builder()
+        .map_processes(|p| {
+            i += 1;
+            Ok::<_, ()>(if i == 3 { p.with_threads(c_threads) } else { p })
+        })
+        .unwrap()
+        .build()
+        .unwrap()
 }
 
 #[test]
@@ -227,8 +235,17 @@ fn tenants_follow_their_weights() {
     assert!((cfs.groups[0].share - 0.5).abs() < 0.01);
     // Weights 1:1 .. 1:5 (table 5.3).
     for w in 1..=5u64 {
-        let mut s = sc.clone();
-        s.groups[1].weight = w;
+        let s = sc
+            .to_builder()
+            .map_groups(|g| {
+                if g.name() == sc.groups()[1].name() {
+                    g.with_weight(w)
+                } else {
+                    g
+                }
+            })
+            .build()
+            .unwrap();
         let r = run(&s, PolicyName::Tenants);
         let want = 100.0 * w as f64 / (1 + w) as f64;
         let got = r.groups[1].share * 100.0;
@@ -266,7 +283,7 @@ impl Controller for Scripted {
 #[test]
 fn tenant_weight_change_takes_effect_within_one_period() {
     let sc = example("tenants.toml");
-    let period = sc.policy.period;
+    let period = sc.policy().period();
     let change = Nanos::from_secs(5);
     let policy = policies::build(&sc).expect("policy");
     let ctl = Scripted {
@@ -288,7 +305,7 @@ fn tenant_weight_change_takes_effect_within_one_period() {
             };
             let (s, e) = (iv.start.max(from), iv.end.min(to));
             if e > s {
-                cpu[sc.processes[process].group.expect("grouped")] += (e - s).0;
+                cpu[sc.processes()[process].group().expect("grouped")] += (e - s).0;
             }
         }
         100.0 * cpu[1] as f64 / (cpu[0] + cpu[1]) as f64
@@ -305,10 +322,12 @@ fn greedy_equal_thread_work_waiting_and_turnaround() {
     // The other reading of 3.6.2: every thread does the same work (60 ms), so C brings 50x
     // A's work. CFS then is processor sharing among equal jobs, which finishes them all at
     // the end; readjusted weights finish A's and B's threads early and cut the averages.
-    let mut sc = example("greedy-work.toml");
-    for p in &mut sc.processes {
-        p.burst = Some(Nanos::from_ms(60));
-    }
+    let sc = example("greedy-work.toml")
+        .to_builder()
+        .map_processes(|p| Ok::<_, ()>(p.with_burst(Nanos::from_ms(60))))
+        .unwrap()
+        .build()
+        .unwrap();
     println!("equal thread work: policy  avg waiting ms  avg turnaround ms (all threads)");
     let avg = |p| {
         let r = run(&sc, p);

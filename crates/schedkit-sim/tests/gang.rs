@@ -67,7 +67,7 @@ fn running_sets(s: &Scenario, log: &TraceLog) -> Vec<BTreeSet<usize>> {
                     );
                 }
             }
-            let _ = s.processes[p].threads;
+            let _ = s.processes()[p].threads();
         }
         if !running.is_empty() && seen.last() != Some(&running) {
             seen.push(running);
@@ -138,7 +138,7 @@ fn switch_overhead_idles_the_cluster() {
     let s = Scenario::parse("o.toml", text).expect("valid");
     let model = OverheadModel::default();
     let cost = model.switch(2, 2, Pattern::AllToAll).total();
-    let ctl = Gang::new(s.policy.quantum, 4).with_overhead(ClusterOverhead {
+    let ctl = Gang::new(s.policy().quantum(), 4).with_overhead(ClusterOverhead {
         model,
         cores_per_node: 2,
         pattern: Pattern::AllToAll,
@@ -181,13 +181,13 @@ fn scenario_keys_charge_switch_overhead() {
         .map(|l| format!("{l}\n"))
         .collect();
     let free = Scenario::parse("cluster.toml", &base).unwrap();
-    assert!(free.policy.gang_overhead.is_none());
+    assert!(free.policy().gang_overhead().is_none());
     let costly_text = base.replace(
         "name = \"gang\"\n",
         "name = \"gang\"\ncomm = \"all-to-all\"\ncores_per_node = 4\n",
     );
     let costly = Scenario::parse("cluster.toml", &costly_text).unwrap();
-    assert!(costly.policy.gang_overhead.is_some());
+    assert!(costly.policy().gang_overhead().is_some());
     let (r_free, _, _) = schedkit_sim::simulate_report(&free, false).unwrap();
     let (r_costly, _, _) = schedkit_sim::simulate_report(&costly, false).unwrap();
     assert!(

@@ -35,10 +35,10 @@ fn sim(text: &str) -> Run {
                     Owner::Task { task, job } => {
                         let k = created.entry((task, job)).or_default();
                         *k += 1;
-                        format!("{}{job}#{}", s.tasks[task].name, *k - 1)
+                        format!("{}{job}#{}", s.tasks()[task].name(), *k - 1)
                     }
                     Owner::Process { process, thread } => {
-                        format!("{}.{thread}", s.processes[process].name)
+                        format!("{}.{thread}", s.processes()[process].name())
                     }
                 };
                 names.insert(slot, name);
@@ -423,7 +423,8 @@ fn seed001_sets_meet_every_deadline_under_paws_at_the_papers_windows() {
                 PolicyName::Paws,
                 Nanos::from_secs(2),
                 Seed001::new(2, window, seed).generate(),
-            );
+            )
+            .unwrap();
             let (r, _, _) = simulate_report(&s, false).unwrap();
             assert_eq!(
                 r.summary.deadline_misses, 0,

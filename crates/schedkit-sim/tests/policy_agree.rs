@@ -106,7 +106,7 @@ fn simulated(s: &Scenario) -> Vec<Dispatch> {
                 names.insert(slot, format!("{task}.{job}#{k}"));
                 *k += 1;
             }
-            Event::Dispatch { t, core, slot } if t < s.horizon => {
+            Event::Dispatch { t, core, slot } if t < s.horizon() => {
                 out.push((t.0, core, names[&slot].clone()))
             }
             _ => {}
@@ -156,7 +156,7 @@ impl Clock<'_> {
             j.0 = r;
             (j.2, j.3)
         };
-        let (kind, work) = match &self.s.tasks[job.0].regions[r] {
+        let (kind, work) = match &self.s.tasks()[job.0].regions()[r] {
             Region::Seq(c) => (Kind::Job, vec![c.0]),
             Region::Par(v) => (Kind::Thread, v.iter().map(|c| c.0).collect()),
         };
@@ -178,14 +178,14 @@ impl Clock<'_> {
     fn apply(&mut self, e: Ev) {
         match e {
             Ev::Release(task) => {
-                let tk = &self.s.tasks[task];
+                let tk = &self.s.tasks()[task];
                 let job = (task, self.next_job[task]);
                 self.next_job[task] += 1;
-                let deadline = self.now + tk.deadline.0;
-                let next = self.now + tk.period.0;
+                let deadline = self.now + tk.deadline().0;
+                let next = self.now + tk.period().0;
                 self.jobs.insert(job, (0, 0, deadline, 0));
                 self.start_region(job, 0, None);
-                if next < self.s.horizon.0 {
+                if next < self.s.horizon().0 {
                     self.push(next, 0, Ev::Release(task));
                 }
             }
@@ -198,7 +198,7 @@ impl Clock<'_> {
                 let j = self.jobs.get_mut(&it.payload.job).expect("live job");
                 j.1 -= 1;
                 let r = j.0 + 1;
-                if j.1 == 0 && r < self.s.tasks[it.payload.job.0].regions.len() {
+                if j.1 == 0 && r < self.s.tasks()[it.payload.job.0].regions().len() {
                     self.start_region(it.payload.job, r, Some(core));
                 }
             }
@@ -236,7 +236,7 @@ impl Clock<'_> {
             };
             self.out.push((self.now, c, it.payload.label.clone()));
             self.generation[c] += 1;
-            let end = (self.now + it.payload.left).min(self.s.horizon.0);
+            let end = (self.now + it.payload.left).min(self.s.horizon().0);
             let generation = self.generation[c];
             self.running[c] = Some((it, self.now));
             if end > self.now {
@@ -257,23 +257,23 @@ impl Clock<'_> {
 fn runtime(s: &Scenario, mode: Mode) -> Vec<Dispatch> {
     let mut c = Clock {
         s,
-        sched: Sched::with_victims(mode, s.cores, ChaChaVictims::new(s.policy.seed)),
+        sched: Sched::with_victims(mode, s.cores(), ChaChaVictims::new(s.policy().seed())),
         now: 0,
         seq: 0,
         events: BinaryHeap::new(),
-        running: (0..s.cores).map(|_| None).collect(),
-        generation: vec![0; s.cores],
+        running: (0..s.cores()).map(|_| None).collect(),
+        generation: vec![0; s.cores()],
         jobs: HashMap::new(),
-        next_job: vec![0; s.tasks.len()],
+        next_job: vec![0; s.tasks().len()],
         out: Vec::new(),
     };
-    for (i, t) in s.tasks.iter().enumerate() {
-        if t.offset < s.horizon {
-            c.push(t.offset.0, 0, Ev::Release(i));
+    for (i, t) in s.tasks().iter().enumerate() {
+        if t.offset() < s.horizon() {
+            c.push(t.offset().0, 0, Ev::Release(i));
         }
     }
     while let Some(&Reverse((t, ..))) = c.events.peek() {
-        if t > s.horizon.0 {
+        if t > s.horizon().0 {
             break;
         }
         c.now = t;
@@ -286,7 +286,7 @@ fn runtime(s: &Scenario, mode: Mode) -> Vec<Dispatch> {
         }
         c.decide();
     }
-    c.out.retain(|d| d.0 < s.horizon.0);
+    c.out.retain(|d| d.0 < s.horizon().0);
     c.out
 }
 

@@ -313,7 +313,7 @@ macro_rules! ensure {
 
 fn demand(s: &Scenario, owner: Owner) -> Option<u64> {
     match owner {
-        Owner::Process { process, .. } => s.processes[process].burst.map(|b| b.0),
+        Owner::Process { process, .. } => s.processes()[process].burst().map(|b| b.0),
         // Checked per job at JobFinish; one thread's share of a region is not in its owner.
         Owner::Task { .. } => None,
     }
@@ -321,8 +321,8 @@ fn demand(s: &Scenario, owner: Owner) -> Option<u64> {
 
 fn allowed(s: &Scenario, owner: Owner, core: usize) -> bool {
     let cpus = match owner {
-        Owner::Process { process, .. } => &s.processes[process].cpus,
-        Owner::Task { task, .. } => &s.tasks[task].cpus,
+        Owner::Process { process, .. } => &s.processes()[process].cpus(),
+        Owner::Task { task, .. } => &s.tasks()[task].cpus(),
     };
     cpus.as_ref().is_none_or(|c| c.contains(&core))
 }
@@ -339,19 +339,19 @@ fn check_trace(
     let end = stats.end;
     let mut lives: Vec<Life> = Vec::new();
     let mut current: HashMap<u32, usize> = HashMap::new();
-    let mut cores: Vec<Option<u32>> = vec![None; s.cores];
+    let mut cores: Vec<Option<u32>> = vec![None; s.cores()];
     let mut job_cpu: BTreeMap<(usize, u64), u64> = BTreeMap::new();
     let mut runnable: u64 = 0;
     let mut gps_integral: f64 = 0.0;
     let mut last_t = Nanos::ZERO;
-    let check_wc = work_conserving && static_affinity && s.policy.context_switch == Nanos::ZERO;
+    let check_wc = work_conserving && static_affinity && s.policy().context_switch() == Nanos::ZERO;
 
     let events = &log.events;
     let mut i = 0;
     while i < events.len() {
         let t = events[i].time();
         ensure!(t >= last_t, "time went backwards at {:?}", events[i]);
-        gps_integral += (t - last_t).0 as f64 * runnable.min(s.cores as u64) as f64;
+        gps_integral += (t - last_t).0 as f64 * runnable.min(s.cores() as u64) as f64;
         last_t = t;
         // One instant's batch.
         while i < events.len() && events[i].time() == t {
@@ -456,7 +456,7 @@ fn check_trace(
                 }
                 Event::JobFinish { task, job, .. } => {
                     let got = job_cpu.remove(&(task, job)).unwrap_or(0);
-                    let want = s.tasks[task].work().0;
+                    let want = s.tasks()[task].work().0;
                     ensure!(
                         got == want,
                         "{e:?}: job received {got} ns of CPU, its regions need {want} ns"
@@ -506,14 +506,14 @@ fn check_trace(
     );
     // Shares are of `cores * max(window, 1)` (an empty window does not divide by zero).
     let window = end.0.max(1);
-    gps_integral += (end.0.max(last_t.0) - last_t.0) as f64 * runnable.min(s.cores as u64) as f64;
+    gps_integral += (end.0.max(last_t.0) - last_t.0) as f64 * runnable.min(s.cores() as u64) as f64;
     let ideal: f64 = report
         .processes
         .iter()
-        .take(s.processes.len())
-        .map(|p| p.ideal_share * s.cores as f64 * window as f64)
+        .take(s.processes().len())
+        .map(|p| p.ideal_share * s.cores() as f64 * window as f64)
         .sum();
-    let tolerance = 1e-9 * (s.cores as f64 * window as f64) + 1.0;
+    let tolerance = 1e-9 * (s.cores() as f64 * window as f64) + 1.0;
     let close = (ideal - gps_integral).abs() <= tolerance;
     ensure!(
         close,

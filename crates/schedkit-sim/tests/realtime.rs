@@ -19,9 +19,8 @@ fn example(name: &str) -> Scenario {
     Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn with_policy(mut s: Scenario, name: PolicyName) -> Scenario {
-    s.policy = PolicySpec::new(name);
-    s
+fn with_policy(s: Scenario, name: PolicyName) -> Scenario {
+    s.with_policy_spec(PolicySpec::new(name)).unwrap()
 }
 
 fn run(s: &Scenario) -> (Report, SimStats) {
@@ -47,7 +46,7 @@ fn misses(r: &Report, name: &str) -> u64 {
 #[test]
 fn edf_meets_every_deadline_at_utilisation_one() {
     let s = example("edf-full.toml");
-    let u: f64 = s.tasks.iter().map(|t| t.utilisation()).sum();
+    let u: f64 = s.tasks().iter().map(|t| t.utilisation()).sum();
     assert!(
         (u - 1.0).abs() < 1e-12,
         "the set must be exactly at 1.0, is {u}"
@@ -65,7 +64,7 @@ fn edf_meets_every_deadline_at_utilisation_one() {
 #[test]
 fn rm_misses_where_edf_does_not() {
     let s = example("rm-vs-edf.toml");
-    assert_eq!(s.policy.name, PolicyName::Rm);
+    assert_eq!(s.policy().name(), PolicyName::Rm);
     let (rm, _) = run(&s);
     assert_eq!(misses(&rm, "t1"), 0, "t1 has the highest RM priority");
     assert!(misses(&rm, "t2") >= 1, "t2 finishes at 8 ms, deadline 7 ms");
@@ -79,7 +78,7 @@ fn rm_misses_where_edf_does_not() {
 #[test]
 fn global_edf_shows_dhalls_effect_and_pedf_avoids_it() {
     let s = example("dhall.toml");
-    let u: f64 = s.tasks.iter().map(|t| t.utilisation()).sum();
+    let u: f64 = s.tasks().iter().map(|t| t.utilisation()).sum();
     assert!((u - 1.309).abs() < 1e-3, "total utilisation {u}");
     let (g, _) = run(&s);
     assert_eq!(misses(&g, "light1"), 0);
@@ -200,6 +199,7 @@ fn memory_stays_bounded_for_long_horizons() {
             Nanos::from_secs(secs),
             UUniFast::new(20, 3.0, 11).generate(),
         )
+        .unwrap()
     };
     let (_, short) = run(&make(2));
     let (r, long) = run(&make(40));
@@ -226,6 +226,7 @@ fn memory_stays_bounded_for_long_horizons() {
             Nanos::from_secs(secs),
             Seed001::new(2, (0.58, 0.60), 5).generate(),
         )
+        .unwrap()
     };
     let (_, a) = run(&fj(2));
     let (_, b) = run(&fj(40));
@@ -253,7 +254,7 @@ fn generated_sets_are_schedulable_by_edf_below_one_core() {
         if u > 1.0 {
             continue;
         }
-        let s = scenario("u", 1, PolicyName::Edf, Nanos::from_secs(1), tasks);
+        let s = scenario("u", 1, PolicyName::Edf, Nanos::from_secs(1), tasks).unwrap();
         let (r, _) = run(&s);
         assert_eq!(r.summary.deadline_misses, 0, "seed {seed}");
         let (p, _) = run(&with_policy(s, PolicyName::Pedf));

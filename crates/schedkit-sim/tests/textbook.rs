@@ -78,12 +78,11 @@ fn max_share_error_pp(r: &Report) -> f64 {
 #[test]
 fn lottery_table_2_5_shares_within_one_point() {
     let s = example("lottery.toml");
-    assert_eq!(s.policy.name, PolicyName::Lottery);
-    assert_eq!(s.horizon, Nanos::from_secs(400));
+    assert_eq!(s.policy().name(), PolicyName::Lottery);
+    assert_eq!(s.horizon(), Nanos::from_secs(400));
     // The bundled seed and a few others: the bound is not a property of one lucky seed.
-    for seed in [s.policy.seed, 2, 3, 4] {
-        let mut s = s.clone();
-        s.policy.seed = seed;
+    for seed in [s.policy().seed(), 2, 3, 4] {
+        let s = s.with_seed(seed);
         let r = run(&s);
         let err = max_share_error_pp(&r);
         assert!(
@@ -104,12 +103,12 @@ fn report_json_and_trace(s: &Scenario) -> (String, TraceLog) {
 #[test]
 fn lottery_is_reproducible_per_seed() {
     let mut s = example("lottery.toml");
-    s.horizon = Nanos::from_secs(2);
+    s = s.with_horizon(Nanos::from_secs(2)).unwrap();
     let (json_a, trace_a) = report_json_and_trace(&s);
     let (json_b, trace_b) = report_json_and_trace(&s);
     assert_eq!(json_a, json_b, "same seed, same report bytes");
     assert_eq!(trace_a.events, trace_b.events, "same seed, same schedule");
-    s.policy.seed += 1;
+    s = s.with_seed(s.policy().seed() + 1);
     let (json_c, trace_c) = report_json_and_trace(&s);
     assert_ne!(
         trace_a.intervals(),
@@ -122,13 +121,15 @@ fn lottery_is_reproducible_per_seed() {
 #[test]
 fn stride_table_2_5_shares_within_half_a_point() {
     let mut s = example("lottery.toml");
-    s.policy.name = PolicyName::Stride;
+    s = s
+        .with_policy_spec(s.policy().clone().with_name(PolicyName::Stride))
+        .unwrap();
     let r = run(&s);
     let err = max_share_error_pp(&r);
     assert!(err < 0.5, "stride shares are {err:.4} pp from 8:4:9:5");
     // Stride is deterministic and converges within about one quantum per process: already
     // over one second (250 quanta) it is within the same half point.
-    s.horizon = Nanos::from_secs(1);
+    s = s.with_horizon(Nanos::from_secs(1)).unwrap();
     let err = max_share_error_pp(&run(&s));
     assert!(
         err < 0.5,

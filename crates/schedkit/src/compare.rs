@@ -45,7 +45,7 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
         run_all(&scenario, &policies, &bar())?
     };
     if a.json {
-        let doc = serde_json::json!({ "scenario": scenario.file, "reports": reports });
+        let doc = serde_json::json!({ "scenario": scenario.file(), "reports": reports });
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).context("serialising the reports")?

@@ -37,7 +37,7 @@ struct Real;
 impl RealRunner for Real {
     fn run(&mut self, sc: &Scenario) -> Result<Measure, Error> {
         let fail = |m: String| Error::Run {
-            scenario: sc.file.clone(),
+            scenario: sc.file().to_string(),
             message: m,
         };
         let _ = workload::take_wake_latencies();
@@ -50,7 +50,11 @@ impl RealRunner for Real {
             schedkit_core::trace::TraceSink::record(&mut metrics, e);
         }
         let report = metrics.finish(o.end);
-        let names: Vec<String> = sc.processes.iter().map(|p| p.name.clone()).collect();
+        let names: Vec<String> = sc
+            .processes()
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect();
         let per = |f: &dyn Fn(&engine::ThreadOutcome) -> u64| -> Vec<f64> {
             names
                 .iter()
@@ -65,7 +69,7 @@ impl RealRunner for Real {
         };
         let cpu = per(&|t| t.cpu_ns);
         let wait = per(&|t| t.runqueue_wait_ns);
-        let nthreads: Vec<f64> = sc.processes.iter().map(|p| p.threads as f64).collect();
+        let nthreads: Vec<f64> = sc.processes().iter().map(|p| p.threads() as f64).collect();
         let switches: u64 = o
             .threads
             .iter()
@@ -145,10 +149,10 @@ pub fn run(a: FidelityArgs) -> Result<(), Failure> {
         .map(|f| Scenario::load(f))
         .collect::<Result<Vec<_>, _>>()?;
     for s in &scenarios {
-        if s.policy.name != PolicyName::Default {
+        if s.policy().name() != PolicyName::Default {
             return Err(Error::bad_option(
                 "files",
-                &s.file,
+                s.file(),
                 "a fidelity scenario runs under policy = \"default\" (the kernel's scheduler)",
             )
             .into());

@@ -10,7 +10,7 @@ use crate::failure::{Failure, EXIT_BAD_INPUT};
 use crate::output;
 use crate::output::ReportArgs;
 use clap::{Args, ValueEnum};
-use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, Work};
+use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, ScenarioError, Work};
 use schedkit_core::trace::TraceLog;
 use schedkit_core::Nanos;
 use schedkit_linux::affinity::CpuSet;
@@ -146,24 +146,23 @@ fn bad(msg: impl Into<String>) -> Failure {
 }
 
 /// The scenario of a one-liner: one process running `cmd`.
-fn command_scenario(cmd: &[String], policy: PolicyName, horizon: Nanos) -> Scenario {
+fn command_scenario(
+    cmd: &[String],
+    policy: PolicyName,
+    horizon: Nanos,
+) -> Result<Scenario, ScenarioError> {
     let name = std::path::Path::new(&cmd[0])
         .file_name()
         .map_or(cmd[0].clone(), |n| n.to_string_lossy().to_string());
-    Scenario {
-        file: "command line".into(),
-        // A one-liner asks for the CPUs it may use (a `taskset` narrows them, on purpose).
-        cores: schedkit_linux::topo::Topology::host()
-            .map_or(1, |t| schedkit_linux::honest::allowed_cpus(&t.online).len()),
-        policy: PolicySpec::new(policy),
-        horizon,
-        processes: vec![Process {
-            command: Some(cmd.to_vec()),
-            ..Process::new(name, 1, Work::Spin)
-        }],
-        groups: Vec::new(),
-        tasks: Vec::new(),
-    }
+    // A one-liner asks for the CPUs it may use (a `taskset` narrows them, on purpose).
+    let cores = schedkit_linux::topo::Topology::host()
+        .map_or(1, |t| schedkit_linux::honest::allowed_cpus(&t.online).len());
+    Scenario::builder("command line")
+        .with_cores(cores)
+        .with_policy(PolicySpec::new(policy))
+        .with_horizon(horizon)
+        .process(Process::new(name, 1, Work::Spin).with_command(cmd.to_vec()))
+        .build()
 }
 
 pub fn run(a: RunArgs) -> Result<(), Failure> {
@@ -221,16 +220,16 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
                 PolicyName::Default
             },
             Nanos::from_secs(365 * 24 * 3600),
-        ),
+        )?,
     };
     if let Some(h) = horizon {
         if h.0 == 0 {
             return Err(bad("--horizon: must be greater than zero"));
         }
-        scenario.horizon = h;
+        scenario = scenario.with_horizon(h)?;
     }
     // Periodic fork-join tasks (seed 001) have their own real engines.
-    if !scenario.tasks.is_empty() && !a.exclusive {
+    if !scenario.tasks().is_empty() && !a.exclusive {
         return crate::taskrun::run_scenario(
             &scenario,
             &a.report,
@@ -245,11 +244,12 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
         ));
     }
     if a.exclusive {
-        scenario.policy.name = PolicyName::Exclusive;
+        scenario = scenario
+            .with_policy_spec(scenario.policy().clone().with_name(PolicyName::Exclusive))?;
     }
     if let Some(c) = oneshot.as_ref().and_then(|p| p.cpus.as_ref()) {
         // The command asked for these CPUs: the report's frame is theirs.
-        scenario.cores = c.len();
+        scenario = scenario.with_cores(c.len())?;
     }
     let mut policy = RunPolicy::from_scenario(&scenario)?;
     match &mut policy {

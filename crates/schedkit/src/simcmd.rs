@@ -207,7 +207,7 @@ pub fn simulate(
     check_budget(s, &loaded.text, max_events)?;
     schedkit_linux::engine::install_signal_handlers();
     let bar = indicatif::ProgressBar::with_draw_target(
-        Some(s.horizon.0 / 1_000_000),
+        Some(s.horizon().0 / 1_000_000),
         indicatif::ProgressDrawTarget::hidden(),
     );
     bar.set_style(
@@ -230,7 +230,7 @@ pub fn simulate(
             status: EXIT_INTERRUPTED,
             message: format!(
                 "interrupted at {at} of {} simulated ({} events): nothing written",
-                s.horizon,
+                s.horizon(),
                 budget::human(out.2.events as f64)
             ),
         });

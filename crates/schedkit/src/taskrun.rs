@@ -182,7 +182,7 @@ pub fn run_real_shaped(
         .jobs
         .iter()
         .filter(|j| j.task < tasks.len())
-        .map(|j| j.release - tasks[j.task].offset.0 - j.index * tasks[j.task].period.0)
+        .map(|j| j.release - tasks[j.task].offset().0 - j.index * tasks[j.task].period().0)
         .min()
         .unwrap_or(0);
     let n = tasks.len();
@@ -294,7 +294,7 @@ pub fn report_of(scenario: &Scenario, run: &RealRun) -> Report {
     for e in &events {
         m.record(e);
     }
-    for k in 0..scenario.tasks.len() {
+    for k in 0..scenario.tasks().len() {
         m.measured_task(
             k,
             MeasuredTask {
@@ -415,21 +415,21 @@ fn pool_shape(scenario: &Scenario) -> Result<(PoolShape, Vec<String>), Failure> 
     let topo = schedkit_linux::topo::Topology::host()?;
     let allowed = schedkit_linux::honest::allowed_cpus(&topo.online);
     let mut degraded = Vec::new();
-    if let Some(w) = schedkit_linux::honest::fewer_cpus(scenario.cores, &topo.online, &allowed) {
+    if let Some(w) = schedkit_linux::honest::fewer_cpus(scenario.cores(), &topo.online, &allowed) {
         degraded.push(w);
     }
     let privs = schedkit_linux::privilege::Privileges::current();
     let realtime = privs.root || privs.sys_nice;
-    if !realtime && scenario.policy.name != PolicyName::SchedDeadline {
+    if !realtime && scenario.policy().name() != PolicyName::SchedDeadline {
         degraded.push(format!(
             "the {} pool's workers need SCHED_FIFO to preempt everything else on their CPUs, \
              which needs root or CAP_SYS_NICE (they would run SCHED_OTHER, sharing their \
              CPUs with every other process)",
-            scenario.policy.name
+            scenario.policy().name()
         ));
     }
     let shape = PoolShape {
-        workers: Some(scenario.cores.min(allowed.len()).max(1)),
+        workers: Some(scenario.cores().min(allowed.len()).max(1)),
         realtime,
     };
     Ok((shape, degraded))
@@ -443,30 +443,35 @@ pub fn run_scenario(
     stall_witness: bool,
     allow_degraded: bool,
 ) -> Result<(), Failure> {
-    if let Some(p) = scenario.processes.first() {
+    if let Some(p) = scenario.processes().first() {
         return Err(bad(format!(
             "{}:{}: process: a scenario with [[task]] entries runs them alone on real cores; \
              move process \"{}\" to another scenario",
-            scenario.file, p.line, p.name
+            scenario.file(),
+            p.line(),
+            p.name()
         )));
     }
-    if let Some(t) = scenario.tasks.iter().find(|t| t.cpus.is_some()) {
+    if let Some(t) = scenario.tasks().iter().find(|t| t.cpus().is_some()) {
         return Err(bad(format!(
             "{}:{}: task.cpus: policy \"{}\" places threads itself on real cores; remove \
              `cpus` from task \"{}\"",
-            scenario.file, t.line, scenario.policy.name, t.name
+            scenario.file(),
+            t.line(),
+            scenario.policy().name(),
+            t.name()
         )));
     }
-    if !REAL_TASK_POLICIES.contains(&scenario.policy.name) {
+    if !REAL_TASK_POLICIES.contains(&scenario.policy().name()) {
         return Err(bad(format!(
             "{}: policy.name: [[task]] scenarios run on real cores under {} (`{}` is \
              simulator-only here: try `schedkit sim`)",
-            scenario.file,
+            scenario.file(),
             REAL_TASK_POLICIES.map(|p| p.as_str()).join(", "),
-            scenario.policy.name
+            scenario.policy().name()
         )));
     }
-    if scenario.policy.name == PolicyName::SchedDeadline
+    if scenario.policy().name() == PolicyName::SchedDeadline
         && !schedkit_linux::privilege::Privileges::current().sys_nice
     {
         return Err(Failure {
@@ -484,18 +489,18 @@ pub fn run_scenario(
             message: format!(
                 "{}: this run cannot do what the scenario asks: {}; pass --allow-degraded to \
                  run anyway and say so in the report",
-                scenario.file,
+                scenario.file(),
                 degraded.join("; ")
             ),
         });
     }
     let mut run = run_real_shaped(
-        &scenario.tasks,
-        scenario.policy.name,
+        scenario.tasks(),
+        scenario.policy().name(),
         &RealOptions {
-            duration: Duration::from_nanos(scenario.horizon.0),
+            duration: Duration::from_nanos(scenario.horizon().0),
             perf,
-            seed: scenario.policy.seed,
+            seed: scenario.policy().seed(),
             stall_witness,
         },
         shape,
@@ -504,7 +509,7 @@ pub fn run_scenario(
     let r = report_of(scenario, &run);
     output::emit(&r, report)?;
     if !report.json && !report.csv {
-        print!("{}", render_extra(scenario.policy.name, &run));
+        print!("{}", render_extra(scenario.policy().name(), &run));
     }
     Ok(())
 }

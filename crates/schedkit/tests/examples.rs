@@ -67,19 +67,25 @@ fn every_example_is_mapped_and_runs_where_the_map_says() {
         } else {
             assert_eq!(out.status.success(), by_sim, "{file} ({engines}): {err}");
         }
-        let policy = info(s.policy.name);
+        let policy = info(s.policy().name());
         assert_eq!(
-            by_sim, policy.sim,
+            by_sim,
+            policy.sim,
             "{file}: {engines} but {}",
-            s.policy.name
+            s.policy().name()
         );
         if by_run {
-            let want = if s.tasks.is_empty() {
+            let want = if s.tasks().is_empty() {
                 RealEngine::Processes
             } else {
                 RealEngine::Tasks
             };
-            assert_eq!(policy.run, want, "{file}: {engines} but {}", s.policy.name);
+            assert_eq!(
+                policy.run,
+                want,
+                "{file}: {engines} but {}",
+                s.policy().name()
+            );
         }
     }
 }

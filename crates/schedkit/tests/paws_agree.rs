@@ -45,7 +45,7 @@ fn simulated(s: &Scenario) -> Vec<String> {
                 ..
             } => {
                 let k = created.entry((task, job)).or_default();
-                names.insert(slot, format!("{}{job}#{k}", s.tasks[task].name));
+                names.insert(slot, format!("{}{job}#{k}", s.tasks()[task].name()));
                 *k += 1;
             }
             Event::Dispatch { slot, .. } => out.push(names[&slot].clone()),
@@ -85,7 +85,7 @@ fn entries(
     r: usize,
     deadline: u64,
 ) -> Vec<Item<Work>> {
-    let regions = &s.tasks[task].regions;
+    let regions = &s.tasks()[task].regions();
     let (kind, times) = match &regions[r] {
         Region::Seq(c) => (Kind::Job, vec![*c]),
         Region::Par(v) => (Kind::Thread, v.clone()),
@@ -95,7 +95,7 @@ fn entries(
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let label = format!("{}{job}#{}", s.tasks[task].name, b + i);
+            let label = format!("{}{job}#{}", s.tasks()[task].name(), b + i);
             let w = Work {
                 label,
                 left: c.0,
@@ -118,10 +118,10 @@ fn runtime(s: &Scenario) -> Vec<String> {
     let mut left_in_region: HashMap<(usize, u64), usize> = HashMap::new();
     let mut deadline: HashMap<(usize, u64), u64> = HashMap::new();
     let mut releases: Vec<(u64, usize, u64)> = Vec::new();
-    for (i, t) in s.tasks.iter().enumerate() {
+    for (i, t) in s.tasks().iter().enumerate() {
         let mut j = 0;
-        while t.offset.0 + j * t.period.0 < s.horizon.0 {
-            releases.push((t.offset.0 + j * t.period.0, i, j));
+        while t.offset().0 + j * t.period().0 < s.horizon().0 {
+            releases.push((t.offset().0 + j * t.period().0, i, j));
             j += 1;
         }
     }
@@ -155,12 +155,12 @@ fn runtime(s: &Scenario) -> Vec<String> {
                 continue;
             }
             let r = w.region + 1;
-            if r == s.tasks[w.task].regions.len() {
+            if r == s.tasks()[w.task].regions().len() {
                 continue;
             }
             let items = entries(&mut sched, s, w.task, w.job, r, deadline[&key]);
             left_in_region.insert(key, items.len());
-            match s.tasks[w.task].regions[r] {
+            match s.tasks()[w.task].regions()[r] {
                 // Rule B: the threads go to this core's deques.
                 Region::Par(_) => {
                     let _ = sched.spawn(0, items);
@@ -175,7 +175,7 @@ fn runtime(s: &Scenario) -> Vec<String> {
         } else {
             let (_, task, job) = releases[next_release];
             next_release += 1;
-            let d = now + s.tasks[task].deadline.0;
+            let d = now + s.tasks()[task].deadline().0;
             deadline.insert((task, job), d);
             left_in_region.insert((task, job), 1);
             for it in entries(&mut sched, s, task, job, 0, d) {

@@ -283,7 +283,7 @@ impl Controller for Gang {
         for (&p, ids) in &mut self.live {
             ids.sort_unstable();
             let job = self.jobs.entry(p).or_insert_with(|| {
-                let width = snap.scenario.processes[p].threads.max(1) as usize;
+                let width = snap.scenario.processes()[p].threads().max(1) as usize;
                 let (row, col) = self.matrix.place(p, width);
                 Placed {
                     row,
@@ -384,7 +384,7 @@ mod tests {
         let threads = views(live);
         let snap = Snapshot {
             now: Nanos::from_ms(now),
-            cores: s.cores,
+            cores: s.cores(),
             threads: &threads,
             group_weights: &[],
             scenario: s,
@@ -424,7 +424,7 @@ mod tests {
     fn rotation_without_overhead() {
         // 4 cores; jobs of widths 2, 3, 2: rows [0 0 2 2] and [1 1 1 -].
         let s = scenario(&[2, 3, 2], 4);
-        let mut g = Gang::new(s.policy.quantum, 4);
+        let mut g = Gang::new(s.policy().quantum(), 4);
         let all = [(0, 2), (1, 3), (2, 2)];
         let out = tick(&mut g, &s, 0, &all);
         let migrations: Vec<(u64, usize)> = out
@@ -485,7 +485,7 @@ mod tests {
     fn switch_overhead_leaves_a_gap() {
         let s = scenario(&[4, 4], 4);
         let model = OverheadModel::default();
-        let mut g = Gang::new(s.policy.quantum, 4).with_overhead(ClusterOverhead {
+        let mut g = Gang::new(s.policy().quantum(), 4).with_overhead(ClusterOverhead {
             model: model.clone(),
             cores_per_node: 2,
             pattern: Pattern::Neighbour,

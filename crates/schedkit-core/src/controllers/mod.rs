@@ -32,19 +32,19 @@ use crate::scenario::{PolicyName, Scenario};
 /// The controller of a fair-share policy, or `None` for policies without one (`cfs` itself
 /// and every non-fair-share policy).
 pub fn build(scenario: &Scenario) -> Option<Box<dyn Controller>> {
-    let spec = &scenario.policy;
-    Some(match spec.name {
-        PolicyName::Pfs => Box::new(pfs::Pfs::new(spec.period)),
-        PolicyName::Tfps => Box::new(tfps::Tfps::new(spec.period)),
-        PolicyName::Twrs => Box::new(twrs::Twrs::new(spec.period)),
+    let spec = &scenario.policy();
+    Some(match spec.name() {
+        PolicyName::Pfs => Box::new(pfs::Pfs::new(spec.period())),
+        PolicyName::Tfps => Box::new(tfps::Tfps::new(spec.period())),
+        PolicyName::Twrs => Box::new(twrs::Twrs::new(spec.period())),
         PolicyName::GlobalFair => Box::new(global_fair::GlobalFair::new(
-            spec.period,
-            spec.imbalance_pct,
+            spec.period(),
+            spec.imbalance_pct(),
         )),
-        PolicyName::Tenants => Box::new(tenants::Tenants::new(spec.period)),
+        PolicyName::Tenants => Box::new(tenants::Tenants::new(spec.period())),
         PolicyName::Gang => {
-            let g = gang::Gang::new(spec.quantum, scenario.cores);
-            Box::new(match &spec.gang_overhead {
+            let g = gang::Gang::new(spec.quantum(), scenario.cores());
+            Box::new(match &spec.gang_overhead() {
                 Some(o) => g.with_overhead(gang::ClusterOverhead {
                     model: crate::gang_overhead::OverheadModel::default(),
                     cores_per_node: o.cores_per_node,

@@ -31,7 +31,7 @@ impl Pfs {
 /// Runnable threads of each scenario process.
 pub(crate) fn runnable_per_process(snap: &Snapshot, count: &mut Vec<u64>) {
     count.clear();
-    count.resize(snap.scenario.processes.len(), 0);
+    count.resize(snap.scenario.processes().len(), 0);
     for t in snap.threads.iter().filter(|t| t.runnable) {
         count[t.process] += 1;
     }

@@ -59,20 +59,20 @@ impl Controller for Tenants {
         runnable_per_process(snap, &mut self.count);
         self.member_weight.clear();
         self.member_weight.resize(snap.group_weights.len(), 0);
-        for (p, proc_) in snap.scenario.processes.iter().enumerate() {
-            if let (Some(g), true) = (proc_.group, self.count[p] > 0) {
-                self.member_weight[g] += proc_.weight;
+        for (p, proc_) in snap.scenario.processes().iter().enumerate() {
+            if let (Some(g), true) = (proc_.group(), self.count[p] > 0) {
+                self.member_weight[g] += proc_.weight();
             }
         }
         for t in snap.threads.iter().filter(|t| t.runnable) {
-            let p = &snap.scenario.processes[t.process];
+            let p = &snap.scenario.processes()[t.process];
             let n = self.count[t.process] as u128;
-            let w = match p.group {
+            let w = match p.group() {
                 Some(g) => div_round(
-                    SCALE as u128 * snap.group_weights[g] as u128 * p.weight as u128,
+                    SCALE as u128 * snap.group_weights[g] as u128 * p.weight() as u128,
                     self.member_weight[g] as u128 * n,
                 ),
-                None => div_round(SCALE as u128 * p.weight as u128, n),
+                None => div_round(SCALE as u128 * p.weight() as u128, n),
             };
             set_weight(t, w, out);
         }

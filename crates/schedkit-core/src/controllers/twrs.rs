@@ -55,7 +55,8 @@ impl Controller for Twrs {
         self.on_core.clear();
         self.on_core.resize(buckets, 0);
         self.own.clear();
-        self.own.resize(snap.scenario.processes.len() * buckets, 0);
+        self.own
+            .resize(snap.scenario.processes().len() * buckets, 0);
         for t in snap.threads.iter().filter(|t| t.runnable) {
             let b = bucket(t.core);
             self.on_core[b] += 1;

@@ -295,10 +295,16 @@ pub struct ExportOptions {
 pub fn tasks_text(scenario: &Scenario) -> String {
     let mut s = format!(
         "cores {} horizon_ns {}\n",
-        scenario.cores, scenario.horizon.0
+        scenario.cores(),
+        scenario.horizon().0
     );
-    for t in &scenario.tasks {
-        s.push_str(&format!("{} {} {}\n", t.work().0, t.period.0, t.deadline.0));
+    for t in scenario.tasks() {
+        s.push_str(&format!(
+            "{} {} {}\n",
+            t.work().0,
+            t.period().0,
+            t.deadline().0
+        ));
     }
     s
 }
@@ -312,15 +318,15 @@ pub fn export(o: &ExportOptions) -> Result<Vec<(String, String)>, Error> {
             o.utilisation, o.tasks
         )));
     }
-    Ok((0..o.sets)
+    (0..o.sets)
         .map(|k| {
-            let s = gedf_workload(o.tasks, o.cores, o.utilisation, o.horizon, o.seed + k);
-            match o.format {
+            let s = gedf_workload(o.tasks, o.cores, o.utilisation, o.horizon, o.seed + k)?;
+            Ok(match o.format {
                 ExportFormat::Toml => (format!("set-{k:03}.toml"), tasks_toml(&s)),
                 ExportFormat::Tasks => (format!("set-{k:03}.tasks"), tasks_text(&s)),
-            }
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// One timed scenario file of `bench files`.
@@ -360,8 +366,8 @@ fn time_file(f: &Path, repeats: usize) -> Result<FileTiming, Error> {
     let (stats, misses, timing) = time_scenario(&s, repeats)?;
     Ok(FileTiming {
         file: f.to_path_buf(),
-        tasks: s.tasks.len(),
-        cores: s.cores,
+        tasks: s.tasks().len(),
+        cores: s.cores(),
         jobs: stats.jobs,
         events: stats.events,
         deadline_misses: misses,
@@ -398,8 +404,8 @@ mod tests {
         let scenario = Scenario::parse("set-000.toml", toml).unwrap();
         let mut lines = sets[0].1.lines();
         assert_eq!(lines.next(), Some("cores 2 horizon_ns 1000000000"));
-        for t in &scenario.tasks {
-            let want = format!("{} {} {}", t.work().0, t.period.0, t.deadline.0);
+        for t in scenario.tasks() {
+            let want = format!("{} {} {}", t.work().0, t.period().0, t.deadline().0);
             assert_eq!(lines.next(), Some(want.as_str()));
         }
         assert_eq!(lines.next(), None);

@@ -162,24 +162,21 @@ pub struct Sample {
     pub longest_stall_ms: f64,
 }
 
-fn scenario(threads: u32, array: u64, stride: u64, exclusive: bool) -> Scenario {
-    Scenario {
-        file: "experiment exclusive".into(),
-        cores: 1,
-        policy: PolicySpec::new(if exclusive {
-            PolicyName::Exclusive
-        } else {
-            PolicyName::Default
-        }),
-        horizon: Nanos::from_secs(3600),
-        processes: vec![Process::new(
+fn scenario(threads: u32, array: u64, stride: u64, exclusive: bool) -> Result<Scenario, Error> {
+    let policy = if exclusive {
+        PolicyName::Exclusive
+    } else {
+        PolicyName::Default
+    };
+    Ok(Scenario::builder("experiment exclusive")
+        .with_policy(PolicySpec::new(policy))
+        .with_horizon(Nanos::from_secs(3600))
+        .process(Process::new(
             "walk",
             threads,
             Work::Stride { array, stride },
-        )],
-        groups: Vec::new(),
-        tasks: Vec::new(),
-    }
+        ))
+        .build()?)
 }
 
 fn one_run(
@@ -201,7 +198,7 @@ fn one_run(
     let mut opts = RunOptions::new(policy);
     opts.iterations = Some(work / threads as u64);
     opts.sample = o.sample;
-    let sc = scenario(threads, o.array, o.stride, exclusive);
+    let sc = scenario(threads, o.array, o.stride, exclusive)?;
     let out = machine.run(&sc, opts)?;
     let p = &out.processes[0];
     let wall = p.end_ns.saturating_sub(p.start_ns) as f64 / 1e9;
@@ -267,7 +264,7 @@ pub fn run(
         .unwrap_or_else(|| (mem_total() / (4 * ncpu as u64)).min(1 << 30));
     // Check privileges and the machine once, before any hog starts.
     engine::preflight(
-        &scenario(1, o.array, o.stride, true),
+        &scenario(1, o.array, o.stride, true)?,
         &RunPolicy::Exclusive(ExclusiveConfig::default()),
         &topo,
     )?;

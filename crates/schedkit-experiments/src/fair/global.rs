@@ -25,7 +25,7 @@ pub fn run(
     prog: &dyn Progress,
 ) -> Result<GlobalResult, Error> {
     let file = scenario::GLOBAL.parse()?;
-    let s = setup(o, file.policy.period)?;
+    let s = setup(o, file.policy().period())?;
     let exe = machine.helper_exe()?;
     prog.start(
         (GLOBAL_SIM.len()

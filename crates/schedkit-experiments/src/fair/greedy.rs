@@ -60,7 +60,7 @@ pub fn run(
     prog: &dyn Progress,
 ) -> Result<GreedyResult, Error> {
     let file = scenario::GREEDY.parse()?;
-    let s = setup(&o.common, file.policy.period)?;
+    let s = setup(&o.common, file.policy().period())?;
     if o.c_threads == 0 || o.c_threads > 1000 {
         return Err(Error::bad_option(
             "c-threads",

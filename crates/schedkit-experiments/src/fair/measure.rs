@@ -159,7 +159,7 @@ pub(super) fn real_run(
     // The engine's time origin, in our clock: known from the first progress call.
     let origin: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     let o2 = origin.clone();
-    let horizon = sc.horizon.0 as f64;
+    let horizon = sc.horizon().0 as f64;
     // schedkit's own CPU time between the first and the last sample (setup and wind-down
     // excluded): (CPU, instant) at the first and at the latest progress call.
     let cpu_marks: Arc<Mutex<Option<(CpuMark, CpuMark)>>> = Arc::new(Mutex::new(None));
@@ -300,7 +300,7 @@ pub(super) fn cell(
     let secs = end.0 as f64 / 1e9;
     let mut c = Cell {
         engine: engine.into(),
-        policy: sc.policy.name.to_string(),
+        policy: sc.policy().name().to_string(),
         config: config.into(),
         names: rows.iter().map(|r| r.name.clone()).collect(),
         share: rows.iter().map(|r| r.share).collect(),
@@ -334,7 +334,7 @@ pub(super) fn cell(
     };
     // CPU per entity in 5 ms bins: windowed shares and the lag over time.
     let step = 5_000_000u64;
-    let groups: Vec<Option<usize>> = sc.processes.iter().map(|p| p.group).collect();
+    let groups: Vec<Option<usize>> = sc.processes().iter().map(|p| p.group()).collect();
     let map = move |o: Owner| match o {
         Owner::Process { process, .. } => match by {
             By::Process => Some(process),
@@ -346,7 +346,7 @@ pub(super) fn cell(
     let nb = bins.first().map_or(0, |b| b.len());
     let total: Vec<u64> = (0..nb).map(|i| bins.iter().map(|b| b[i]).sum()).collect();
     let job: u64 = total.iter().sum();
-    c.job_share = job as f64 / (end.0 as f64 * sc.cores as f64).max(1.0);
+    c.job_share = job as f64 / (end.0 as f64 * sc.cores() as f64).max(1.0);
     // GPS of the CPU the job received: each entity's ideal fraction of the job's CPU. (No
     // thread of these experiments reaches the one-core cap, so the fractions are the GPS
     // shares normalised.) On an idle machine this is GPS of the machine; on a loaded one it
@@ -486,8 +486,8 @@ pub(super) fn real_cell(
             _ => None,
         })
     });
-    let mut sc2 = o.scenario.clone();
-    sc2.cores = o.cores;
+    // The report's frame is the cores the run had (the scenario's cpus fit: they ran there).
+    let sc2 = o.scenario.with_cores(o.cores)?;
     let controller = o.fair.as_ref().map(|f| f.controller_cpu_pct());
     let mut c = cell(
         "real", config, &sc2, &report, &o.events, o.end, by, migrations, own, track, applied,

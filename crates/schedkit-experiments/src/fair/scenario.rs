@@ -90,34 +90,39 @@ impl<'a> Overrides<'a> {
 
 /// `file` with `o` applied: the scenario both engines run.
 pub fn load(file: &File, o: &Overrides) -> Result<Scenario, Error> {
-    let mut sc = file.parse()?;
-    sc.policy.name = o.policy;
+    let sc = file.parse()?;
+    let mut policy = sc.policy().clone().with_name(o.policy);
     if let Some(p) = o.period {
-        sc.policy.period = p;
+        policy = policy.with_period(p);
     }
-    if let Some(c) = o.cores {
-        sc.cores = c;
-    }
-    sc.horizon = o.horizon;
-    for p in &mut sc.processes {
-        let plan = match o.plans.iter().find(|(n, _)| *n == p.name) {
+    let b = sc
+        .to_builder()
+        .with_policy(policy)
+        .with_cores(o.cores.unwrap_or(sc.cores()))
+        .with_horizon(o.horizon);
+    let b = b.map_processes(|p| {
+        let plan = match o.plans.iter().find(|(n, _)| *n == p.name()) {
             Some((_, plan)) => plan.clone(),
-            None => p.threads.to_string(),
+            None => p.threads().to_string(),
         };
         let steps = super::spinner::parse_plan(&plan)
-            .map_err(|m| Error::BadInput(format!("{}: process {}: {m}", file.path, p.name)))?;
-        p.threads = steps.iter().map(|s| s.1).max().unwrap_or(1);
-        p.nice = (p.nice + o.nice).clamp(-20, 19);
-        p.weight = schedkit_core::weights::nice_to_weight(p.nice);
-        p.command = Some(vec![
+            .map_err(|m| Error::BadInput(format!("{}: process {}: {m}", file.path, p.name())))?;
+        let threads = steps.iter().map(|s| s.1).max().unwrap_or(1);
+        let nice = (p.nice() + o.nice).clamp(-20, 19);
+        let command = vec![
             o.exe.to_string_lossy().to_string(),
             "experiment".into(),
             "greedy".into(),
             "--spinner".into(),
             plan,
-        ]);
-    }
-    Ok(sc)
+        ];
+        Ok::<_, Error>(
+            p.with_threads(threads)
+                .with_nice(nice)
+                .with_command(command),
+        )
+    })?;
+    Ok(b.build()?)
 }
 
 #[cfg(test)]
@@ -150,13 +155,13 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(sc.policy.name, PolicyName::Cfs);
-        assert_eq!(sc.policy.period, Nanos::from_ms(50));
-        assert_eq!((sc.cores, sc.horizon), (4, Nanos::from_secs(2)));
-        let threads: Vec<u32> = sc.processes.iter().map(|p| p.threads).collect();
+        assert_eq!(sc.policy().name(), PolicyName::Cfs);
+        assert_eq!(sc.policy().period(), Nanos::from_ms(50));
+        assert_eq!((sc.cores(), sc.horizon()), (4, Nanos::from_secs(2)));
+        let threads: Vec<u32> = sc.processes().iter().map(|p| p.threads()).collect();
         assert_eq!(threads, [1, 8, 20]);
-        assert!(sc.processes.iter().all(|p| p.nice == -10));
-        let cmd = sc.processes[2].command.as_ref().unwrap();
+        assert!(sc.processes().iter().all(|p| p.nice() == -10));
+        let cmd = sc.processes()[2].command().unwrap();
         assert_eq!(cmd.last().unwrap(), "1,20@1s");
     }
 }

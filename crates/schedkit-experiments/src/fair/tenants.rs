@@ -36,7 +36,10 @@ pub fn run(
     let configs = configs(o.quick);
     let s = setup(
         o,
-        scenario::tenants_file(&configs[0])?.parse()?.policy.period,
+        scenario::tenants_file(&configs[0])?
+            .parse()?
+            .policy()
+            .period(),
     )?;
     let exe = machine.helper_exe()?;
     let sim = [PolicyName::Tenants];

@@ -118,21 +118,21 @@ pub fn run(
 }
 
 fn process(name: &str, threads: u32, burst: Option<Nanos>, arrival: Nanos, work: Work) -> Process {
-    Process {
-        arrival,
-        burst,
-        ..Process::new(name, threads, work)
-    }
+    Process::new(name, threads, work)
+        .with_arrival(arrival)
+        .with_burst(burst)
 }
 
-fn scenario(cores: usize, policy: PolicySpec, horizon: Nanos, processes: Vec<Process>) -> Scenario {
-    Scenario {
-        file: "experiment gang".into(),
-        cores,
-        policy,
-        horizon,
-        processes,
-        groups: Vec::new(),
-        tasks: Vec::new(),
-    }
+fn scenario(
+    cores: usize,
+    policy: PolicySpec,
+    horizon: Nanos,
+    processes: Vec<Process>,
+) -> Result<Scenario, Error> {
+    Ok(Scenario::builder("experiment gang")
+        .with_cores(cores)
+        .with_policy(policy)
+        .with_horizon(horizon)
+        .processes(processes)
+        .build()?)
 }

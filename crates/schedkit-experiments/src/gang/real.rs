@@ -6,7 +6,7 @@ use crate::machine::Machine;
 use crate::progress::Progress;
 use crate::stats::median;
 use crate::Error;
-use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Work};
+use schedkit_core::scenario::{PolicyName, PolicySpec, Work};
 use schedkit_core::Nanos;
 use schedkit_linux::engine::{RunOptions, RunPolicy};
 use serde::Serialize;
@@ -70,25 +70,25 @@ fn real_run(
     policy: PolicySpec,
     s: &Setup,
 ) -> Result<RealRun, Error> {
-    let run_policy = match policy.name {
+    let run_policy = match policy.name() {
         PolicyName::Gang => RunPolicy::Gang {
-            quantum: policy.quantum,
+            quantum: policy.quantum(),
         },
         _ => RunPolicy::Default,
     };
     let procs = (0..jobs)
-        .map(|j| Process {
-            nice: s.nice,
-            ..process(
+        .map(|j| {
+            process(
                 ["a", "b"][j],
                 2,
                 None,
                 Nanos::ZERO,
                 Work::Barrier { compute: s.compute },
             )
+            .with_nice(s.nice)
         })
         .collect();
-    let sc = scenario(2, policy, s.duration, procs);
+    let sc = scenario(2, policy, s.duration, procs)?;
     let mut opts = RunOptions::new(run_policy);
     opts.perf = false;
     let o = machine.run(&sc, opts)?;
@@ -187,8 +187,7 @@ pub fn run(s: &Setup, machine: &dyn Machine, progress: &dyn Progress) -> Result<
         progress.step();
         for (i, &q) in s.quanta.iter().enumerate() {
             progress.message(&format!("gang {q} ms"));
-            let mut spec = PolicySpec::new(PolicyName::Gang);
-            spec.quantum = Nanos::from_ms(q);
+            let spec = PolicySpec::new(PolicyName::Gang).with_quantum(Nanos::from_ms(q));
             gang[i].push(real_run(machine, 2, spec, s)?);
             progress.step();
         }

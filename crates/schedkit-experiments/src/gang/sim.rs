@@ -71,13 +71,13 @@ fn sim_cluster(
     burst: Nanos,
 ) -> SimPoint {
     let cores = nodes * cpn;
-    let mut spec = PolicySpec::new(PolicyName::Gang);
-    spec.quantum = slice;
+    let spec = PolicySpec::new(PolicyName::Gang).with_quantum(slice);
     let procs = ["job-1", "job-2"]
         .iter()
         .map(|n| process(n, cores as u32, Some(burst), Nanos::ZERO, Work::Spin))
         .collect();
-    let sc = scenario(cores, spec, Nanos::from_secs(3600), procs);
+    let sc = scenario(cores, spec, Nanos::from_secs(3600), procs)
+        .expect("the cluster's gang scenario is valid (cores and slice positive)");
     let mut ctl = Gang::new(slice, cores);
     if let Some(p) = pattern {
         ctl = ctl.with_overhead(ClusterOverhead {
@@ -156,8 +156,9 @@ pub fn scale(nodes: usize, cpn: usize, jobs: usize) -> ScaleRow {
         ));
     }
     let spec = PolicySpec::new(PolicyName::Gang);
-    let sc = scenario(cores, spec.clone(), Nanos::from_secs(36_000), procs);
-    let ctl = Gang::new(spec.quantum, cores).with_overhead(ClusterOverhead {
+    let sc = scenario(cores, spec.clone(), Nanos::from_secs(36_000), procs)
+        .expect("the scale gang scenario is valid (cores positive)");
+    let ctl = Gang::new(spec.quantum(), cores).with_overhead(ClusterOverhead {
         model: OverheadModel::default(),
         cores_per_node: cpn,
         pattern: Pattern::Neighbour,

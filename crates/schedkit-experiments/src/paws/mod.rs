@@ -393,8 +393,9 @@ impl TraceSink for Responses {
 }
 
 fn sim_run(tasks: &[Task], m: usize, policy: PolicyName, horizon: Nanos, seed: u64) -> Outcome {
-    let mut s = gen_scenario("experiment paws", m, policy, horizon, tasks.to_vec());
-    s.policy.seed = seed;
+    let s = gen_scenario("experiment paws", m, policy, horizon, tasks.to_vec())
+        .expect("a generated task set is valid")
+        .with_seed(seed);
     let mut metrics = Metrics::new(&s, "sim", m);
     let mut resp = Responses::default();
     let stats = {

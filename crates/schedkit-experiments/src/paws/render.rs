@@ -320,7 +320,7 @@ pub fn json(r: &PawsResult) -> serde_json::Value {
                 "window": p.windows[s.window].label, "seed": s.seed, "tasks": tasks.len(),
                 "utilisation": u,
                 "u_max": tasks.iter().map(|t| t.utilisation()).fold(0.0, f64::max),
-                "threads_per_region": tasks.iter().map(|t| t.regions.iter().map(|r| match r {
+                "threads_per_region": tasks.iter().map(|t| t.regions().iter().map(|r| match r {
                     Region::Par(v) => v.len(), _ => 0 }).max().unwrap_or(0)).collect::<Vec<_>>(),
                 "gedf_bound_holds": s.gedf_bound_holds, "runs": row,
             })

@@ -7,13 +7,13 @@ const SAVED: &str = include_str!("../../tests/data/simso-edf-2cpu.xml");
 fn a_saved_configuration_imports() {
     let imp = import("edf.xml", SAVED).unwrap();
     let s = Scenario::parse("edf.toml", &imp.toml).unwrap();
-    assert_eq!(s.cores, 2);
-    assert_eq!(s.policy.name, PolicyName::Gedf);
-    assert_eq!(s.horizon, Nanos::from_ms(420));
-    assert_eq!(s.tasks.len(), 2);
-    let t2 = &s.tasks[1];
+    assert_eq!(s.cores(), 2);
+    assert_eq!(s.policy().name(), PolicyName::Gedf);
+    assert_eq!(s.horizon(), Nanos::from_ms(420));
+    assert_eq!(s.tasks().len(), 2);
+    let t2 = &s.tasks()[1];
     assert_eq!(
-        (t2.period, t2.deadline, t2.offset),
+        (t2.period(), t2.deadline(), t2.offset()),
         (Nanos::from_ms(12), Nanos::from_ms(11), Nanos::from_ms(1))
     );
     assert_eq!(t2.work(), Nanos::from_ms(3));
@@ -95,23 +95,23 @@ fn export_round_trips_the_periodic_subset() {
     let back = Scenario::parse("back.toml", &import("back.xml", &xml).unwrap().toml).unwrap();
     // Equal but for the line numbers, which are the generated files' own.
     let key = |s: &Scenario| -> Vec<_> {
-        s.tasks
+        s.tasks()
             .iter()
             .map(|t| {
                 (
-                    t.name.clone(),
-                    t.period,
-                    t.deadline,
-                    t.offset,
-                    t.regions.clone(),
+                    t.name().to_string(),
+                    t.period(),
+                    t.deadline(),
+                    t.offset(),
+                    t.regions().to_vec(),
                 )
             })
             .collect()
     };
     assert_eq!(key(&back), key(&s));
     assert_eq!(
-        (back.cores, back.policy.name, back.horizon),
-        (s.cores, s.policy.name, s.horizon)
+        (back.cores(), back.policy().name(), back.horizon()),
+        (s.cores(), s.policy().name(), s.horizon())
     );
 
     let p = Scenario::parse("p.toml", "[[process]]\nname = \"a\"\nburst = \"1ms\"\n").unwrap();

@@ -131,10 +131,10 @@ impl Live<'_> {
                 .as_ref()
                 .map(|s| s.longest_stall.load(Ordering::Relaxed))
                 .unwrap_or(tr.longest_stall);
-            let sp = &self.scenario.processes[tr.process];
+            let sp = &self.scenario.processes()[tr.process];
             thread_out.push(ThreadOutcome {
-                name: format!("{}.{}", sp.name, tr.index),
-                process: sp.name.clone(),
+                name: format!("{}.{}", sp.name(), tr.index),
+                process: sp.name().to_string(),
                 process_index: tr.process,
                 thread_index: tr.index,
                 tid: tr.tid,
@@ -163,12 +163,14 @@ impl Live<'_> {
     ) -> Vec<ProcessOutcome> {
         let mut processes = Vec::new();
         for (p, pr) in self.procs.iter_mut().enumerate() {
-            let sp = &self.scenario.processes[p];
-            let mine: Vec<&ThreadOutcome> =
-                thread_out.iter().filter(|t| t.process == sp.name).collect();
+            let sp = &self.scenario.processes()[p];
+            let mine: Vec<&ThreadOutcome> = thread_out
+                .iter()
+                .filter(|t| t.process == sp.name())
+                .collect();
             let Some(pr) = pr.as_mut() else {
                 processes.push(ProcessOutcome {
-                    name: sp.name.clone(),
+                    name: sp.name().to_string(),
                     pid: None,
                     exit: Some("never started".into()),
                     start_ns: 0,
@@ -191,7 +193,7 @@ impl Live<'_> {
                 Body::Command { pid, exit } => (Some(*pid), exit.clone(), None),
             };
             processes.push(ProcessOutcome {
-                name: sp.name.clone(),
+                name: sp.name().to_string(),
                 pid,
                 exit,
                 start_ns: pr.start_ns,
@@ -271,11 +273,19 @@ impl Live<'_> {
         drop(jobs);
         result?;
 
-        let mut sc = scenario.clone();
-        for (p, sp) in sc.processes.iter_mut().enumerate() {
-            let n = tracks.iter().filter(|t| t.process == p).count() as u32;
-            sp.threads = sp.threads.max(n);
-        }
+        // The report's scenario counts the threads the job really had (a command starts
+        // its own), rebuilt through the builder so it stays valid.
+        let mut p = 0;
+        let sc = scenario
+            .to_builder()
+            .map_processes(|sp| {
+                let n = tracks.iter().filter(|t| t.process == p).count() as u32;
+                p += 1;
+                let threads = sp.threads().max(n);
+                Ok(sp.with_threads(threads))
+            })
+            .and_then(|b| b.build())
+            .map_err(|e| crate::Error::Input(e.to_string()))?;
         events.sort_by_key(|e| (e.time(), rank(e)));
         Ok(RunOutcome {
             scenario: sc,

@@ -73,8 +73,8 @@ impl<'s> Live<'s> {
         let (gang, fair) = controllers(scenario, &mut opts, &roots, &mut journal, &mut warnings)?;
 
         // Order of arrival.
-        let mut order: Vec<usize> = (0..scenario.processes.len()).collect();
-        order.sort_by_key(|&i| (scenario.processes[i].arrival, i));
+        let mut order: Vec<usize> = (0..scenario.processes().len()).collect();
+        order.sort_by_key(|&i| (scenario.processes()[i].arrival(), i));
         frame.job = job_cpus.clone();
         let machine_at_start = crate::honest::CpuTimes::read(&roots, &frame.job);
         let own_cpu_at_start = crate::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
@@ -89,7 +89,7 @@ impl<'s> Live<'s> {
             .then(|| {
                 crate::guard::HorizonWatch::start(
                     crate::gettid(),
-                    origin + Duration::from_nanos(scenario.horizon.0),
+                    origin + Duration::from_nanos(scenario.horizon().0),
                     vec![opts.stop.clone()],
                     signal_flag(),
                 )
@@ -113,13 +113,13 @@ impl<'s> Live<'s> {
             gang,
             fair,
             pending: order.into_iter().peekable(),
-            horizon: scenario.horizon.0,
+            horizon: scenario.horizon().0,
             machine_at_start,
             own_cpu_at_start,
             origin,
             stop_threads: Arc::new(AtomicBool::new(false)),
             horizon_watch,
-            procs: (0..scenario.processes.len()).map(|_| None).collect(),
+            procs: (0..scenario.processes().len()).map(|_| None).collect(),
             tracks: Vec::new(),
             by_tid: Default::default(),
             events: Vec::new(),
@@ -261,15 +261,15 @@ fn frame_of(
     let mut frame = crate::honest::RunFrame {
         allowed: crate::honest::allowed_cpus(&topo.online),
         online: topo.online.clone(),
-        horizon: opts.bounded.then_some(scenario.horizon),
+        horizon: opts.bounded.then_some(scenario.horizon()),
         ..Default::default()
     };
-    if let Some(w) = crate::honest::fewer_cpus(scenario.cores, &frame.online, &frame.allowed) {
+    if let Some(w) = crate::honest::fewer_cpus(scenario.cores(), &frame.online, &frame.allowed) {
         if !opts.allow_degraded {
             return Err(Error::Degraded(format!(
                 "{}: cores: {w}; give the run the CPUs (or lower `cores`), or pass \
                  --allow-degraded to run on fewer and say so in the report",
-                scenario.file
+                scenario.file()
             )));
         }
         frame.degraded.push(w);

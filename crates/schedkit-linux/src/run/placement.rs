@@ -44,29 +44,29 @@ impl Placement {
     pub(super) fn of(&self, proc_: &Process, k: usize) -> (Option<CpuSet>, Option<Policy>) {
         match &self.policy {
             RunPolicy::Default => (
-                proc_.cpus.as_ref().map(|c| c.iter().copied().collect()),
-                (proc_.nice != 0).then_some(Policy::Other { nice: proc_.nice }),
+                proc_.cpus().as_ref().map(|c| c.iter().copied().collect()),
+                (proc_.nice() != 0).then_some(Policy::Other { nice: proc_.nice() }),
             ),
             RunPolicy::Fifo { priority } => (
-                proc_.cpus.as_ref().map(|c| c.iter().copied().collect()),
+                proc_.cpus().as_ref().map(|c| c.iter().copied().collect()),
                 Some(Policy::Fifo {
-                    priority: rt_priority(*priority, proc_.priority),
+                    priority: rt_priority(*priority, proc_.priority()),
                 }),
             ),
             RunPolicy::Rr { priority, .. } => (
-                proc_.cpus.as_ref().map(|c| c.iter().copied().collect()),
+                proc_.cpus().as_ref().map(|c| c.iter().copied().collect()),
                 Some(Policy::Rr {
-                    priority: rt_priority(*priority, proc_.priority),
+                    priority: rt_priority(*priority, proc_.priority()),
                 }),
             ),
             // The gang controller pins each thread to its matrix column; the class is set
             // explicitly, since the engine thread they inherit from runs SCHED_FIFO.
-            RunPolicy::Gang { .. } => (None, Some(Policy::Other { nice: proc_.nice })),
+            RunPolicy::Gang { .. } => (None, Some(Policy::Other { nice: proc_.nice() })),
             // SCHED_OTHER explicitly: weights (nice, cgroup shares) only act on that class,
             // and v1 refuses real-time threads in a new cpu cgroup.
             RunPolicy::ProcessFair | RunPolicy::Fair { .. } => (
-                proc_.cpus.as_ref().map(|c| c.iter().copied().collect()),
-                Some(Policy::Other { nice: proc_.nice }),
+                proc_.cpus().as_ref().map(|c| c.iter().copied().collect()),
+                Some(Policy::Other { nice: proc_.nice() }),
             ),
             RunPolicy::Exclusive(_) => (
                 Some(CpuSet::single(self.job_list[k % self.job_list.len()])),
@@ -84,13 +84,14 @@ impl Live<'_> {
     pub(super) fn arrivals(&mut self, now: u64) -> Result<()> {
         let scenario = self.scenario;
         while let Some(&p) = self.pending.peek() {
-            if scenario.processes[p].arrival.0 > now || self.interrupted || now >= self.horizon {
+            if scenario.processes()[p].arrival().0 > now || self.interrupted || now >= self.horizon
+            {
                 break;
             }
             self.pending.next();
-            let sp = &scenario.processes[p];
+            let sp = &scenario.processes()[p];
             let start_ns = self.origin.elapsed().as_nanos() as u64;
-            if let Some(cmd) = &sp.command {
+            if let Some(cmd) = sp.command() {
                 self.spawn_command(p, cmd, start_ns)?;
                 continue;
             }
@@ -111,7 +112,7 @@ impl Live<'_> {
     /// given its cgroup and one-command flags and counters, then let go.
     fn spawn_command(&mut self, p: usize, cmd: &[String], start_ns: u64) -> Result<()> {
         let scenario = self.scenario;
-        let sp = &scenario.processes[p];
+        let sp = &scenario.processes()[p];
         // Into the run's job cgroup before it runs (born there where the kernel allows):
         // everything it forks, even what leaves its process group, is born inside and ends
         // with the run.
@@ -156,8 +157,8 @@ impl Live<'_> {
         if let Err(errno) = g.release() {
             return Err(Error::Input(format!(
                 "{}:{}: process.command: cannot execute `{}`: {}",
-                scenario.file,
-                sp.line,
+                scenario.file(),
+                sp.line(),
                 cmd[0],
                 std::io::Error::from_raw_os_error(errno)
             )));
@@ -177,21 +178,21 @@ impl Live<'_> {
 
     /// A built-in workload: its threads start inside schedkit and place themselves.
     fn start_builtin(&mut self, p: usize) -> Result<Body> {
-        let sp = &self.scenario.processes[p];
+        let sp = &self.scenario.processes()[p];
         let spec = WorkSpec {
-            work: sp.work.clone(),
-            threads: sp.threads,
-            burst: sp.burst.map(|b| b.0),
+            work: sp.work().clone(),
+            threads: sp.threads(),
+            burst: sp.burst().map(|b| b.0),
             iterations: self.opts.iterations,
-            pattern: sp.pattern.clone(),
+            pattern: sp.pattern().map(<[_]>::to_vec),
         };
         let base = self.next_pin;
-        self.next_pin += sp.threads as usize;
-        let plans: Vec<(Option<CpuSet>, Option<Policy>)> = (0..sp.threads as usize)
+        self.next_pin += sp.threads() as usize;
+        let plans: Vec<(Option<CpuSet>, Option<Policy>)> = (0..sp.threads() as usize)
             .map(|k| self.placement.of(sp, base + k))
             .collect();
         let refused = self.thread_warnings.clone();
-        let name = sp.name.clone();
+        let name = sp.name().to_string();
         let setup: Arc<dyn Fn(u32) + Send + Sync> = Arc::new(move |k: u32| {
             // Class first, then the CPU: a real-time thread that moves to its CPU preempts
             // what runs there, while a SCHED_OTHER one would queue behind it and could be
@@ -214,7 +215,7 @@ impl Live<'_> {
             }
         });
         let running = workload::start(
-            &sp.name,
+            sp.name(),
             &spec,
             self.origin,
             self.stop_threads.clone(),
@@ -312,7 +313,7 @@ impl Live<'_> {
         let index = pr.next_index;
         pr.next_index += 1;
         let slot_no = self.tracks.len() as Slot;
-        let arrive_at = if index < scenario.processes[p].threads {
+        let arrive_at = if index < scenario.processes()[p].threads() {
             pr.start_ns
         } else {
             self.t_prev.max(pr.start_ns)
@@ -330,7 +331,7 @@ impl Live<'_> {
             self.place_command_thread(p, pid, tid);
         }
         if let Some(f) = self.fair.as_ref() {
-            f.attach_thread(p, pid, tid, is_cmd, scenario.processes[p].nice)?;
+            f.attach_thread(p, pid, tid, is_cmd, scenario.processes()[p].nice())?;
         }
         let counters = (self.opts.perf && !is_cmd)
             .then(|| CounterSet::open(self.source.as_mut(), Target::Thread(tid), &self.kinds));
@@ -371,7 +372,7 @@ impl Live<'_> {
         if let Some((iso, _)) = self.isolation.as_mut() {
             iso.exempt(pid);
         }
-        let (cpus, pol) = self.placement.of(&scenario.processes[p], self.next_pin);
+        let (cpus, pol) = self.placement.of(&scenario.processes()[p], self.next_pin);
         self.next_pin += 1;
         if let Some(c) = cpus {
             let _ = affinity::set_thread(tid, &c);
@@ -391,7 +392,7 @@ impl Live<'_> {
                 self.warnings.push(format!(
                     "{}: kept the job's own {} (exclusive mode gives job threads {} only \
                      when they choose no real-time class)",
-                    scenario.processes[p].name,
+                    scenario.processes()[p].name(),
                     cur.name_with_priority(),
                     pol.name_with_priority()
                 ));

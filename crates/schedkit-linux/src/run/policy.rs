@@ -38,16 +38,16 @@ pub enum RunPolicy {
 impl RunPolicy {
     /// The policy a scenario asks for, or an input error for simulator-only policies.
     pub fn from_scenario(s: &Scenario) -> Result<RunPolicy> {
-        Ok(match s.policy.name {
+        Ok(match s.policy().name() {
             PolicyName::Default => RunPolicy::Default,
             PolicyName::Fcfs => RunPolicy::Fifo { priority: None },
             PolicyName::Rr => RunPolicy::Rr {
                 priority: None,
-                quantum_ms: (s.policy.quantum.0 / 1_000_000).max(1),
+                quantum_ms: (s.policy().quantum().0 / 1_000_000).max(1),
             },
             PolicyName::Exclusive => RunPolicy::Exclusive(ExclusiveConfig::default()),
             PolicyName::Gang => RunPolicy::Gang {
-                quantum: s.policy.quantum,
+                quantum: s.policy().quantum(),
             },
             PolicyName::ProcessFair => RunPolicy::ProcessFair,
             name @ (PolicyName::Pfs
@@ -56,12 +56,12 @@ impl RunPolicy {
             | PolicyName::Tenants
             | PolicyName::GlobalFair) => RunPolicy::Fair {
                 name,
-                period: s.policy.period,
+                period: s.policy().period(),
             },
             other => {
                 return Err(Error::Input(format!(
                     "{}: policy.name: `{other}` runs in `schedkit sim` only; `schedkit run` supports default, fcfs, rr, exclusive, gang, process-fair, pfs, tfps, twrs, tenants and global-fair",
-                    s.file
+                    s.file()
                 )))
             }
         })
@@ -91,30 +91,32 @@ impl RunPolicy {
 /// Checks a scenario against the machine before anything changes: commands exist, CPUs
 /// exist, priorities are in range, privileges suffice for what was asked.
 pub fn preflight(s: &Scenario, policy: &RunPolicy, topo: &Topology) -> Result<()> {
-    for p in &s.processes {
-        if let Some(cmd) = &p.command {
+    for p in s.processes() {
+        if let Some(cmd) = p.command() {
             if spawn::resolve(&cmd[0]).is_none() {
                 return Err(Error::Input(format!(
                     "{}:{}: process.command: `{}` not found (not in PATH or not executable)",
-                    s.file, p.line, cmd[0]
+                    s.file(),
+                    p.line(),
+                    cmd[0]
                 )));
             }
         }
-        if let Some(cpus) = &p.cpus {
+        if let Some(cpus) = p.cpus() {
             for &c in cpus {
                 if !topo.online.contains(c) {
                     return Err(Error::Input(format!(
                         "{}:{}: process.cpus: CPU {c} does not exist on this machine (online CPUs: {})",
-                        s.file, p.line, topo.online
+                        s.file(), p.line(), topo.online
                     )));
                 }
             }
         }
     }
-    if !s.tasks.is_empty() {
+    if !s.tasks().is_empty() {
         return Err(Error::Input(format!(
             "{}: task: periodic [[task]] entries run in `schedkit sim` only for now",
-            s.file
+            s.file()
         )));
     }
     match policy {
@@ -138,11 +140,12 @@ pub fn preflight(s: &Scenario, policy: &RunPolicy, topo: &Topology) -> Result<()
         ..
     } = policy
     {
-        for g in &s.groups {
-            if let Err(m) = crate::ctl::check_weight(g.weight) {
+        for g in s.groups() {
+            if let Err(m) = crate::ctl::check_weight(g.weight()) {
                 return Err(Error::Input(format!(
                     "{}: group.weight: group `{}`: {m}",
-                    s.file, g.name
+                    s.file(),
+                    g.name()
                 )));
             }
         }

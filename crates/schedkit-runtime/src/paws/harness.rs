@@ -135,12 +135,12 @@ pub fn run_taskset(
     };
     let start = pool.now() + opts.start_delay;
     for t in tasks {
-        let regions: Arc<Vec<Region>> = Arc::new(t.regions.clone());
+        let regions: Arc<Vec<Region>> = Arc::new(t.regions().to_vec());
         pool.periodic_at(
-            &t.name,
-            start + Duration::from_nanos(t.offset.0),
-            Duration::from_nanos(t.period.0),
-            Duration::from_nanos(t.deadline.0),
+            t.name(),
+            start + Duration::from_nanos(t.offset().0),
+            Duration::from_nanos(t.period().0),
+            Duration::from_nanos(t.deadline().0),
             move |job| {
                 for r in regions.iter() {
                     match r {

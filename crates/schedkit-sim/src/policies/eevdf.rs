@@ -254,16 +254,16 @@ impl Eevdf {
             ticket: 0,
             picks: 0,
             rounds: 0,
-            busy_every: busy_every(cores, spec.balance_interval),
+            busy_every: busy_every(cores, spec.balance_interval()),
             waiting: 0,
             total_load: 0,
-            slice: spec.min_granularity.0 * slice_factor(cores),
-            tick: spec.tick.0.max(1),
-            balance_interval: spec.balance_interval,
-            imbalance_pct: if spec.imbalance_pct == SPEC_DEFAULT_IMBALANCE_PCT {
+            slice: spec.min_granularity().0 * slice_factor(cores),
+            tick: spec.tick().0.max(1),
+            balance_interval: spec.balance_interval(),
+            imbalance_pct: if spec.imbalance_pct() == SPEC_DEFAULT_IMBALANCE_PCT {
                 IMBALANCE_PCT_LLC
             } else {
-                spec.imbalance_pct
+                spec.imbalance_pct()
             },
             failed: vec![0; cores],
             to_check: Vec::with_capacity(cores),

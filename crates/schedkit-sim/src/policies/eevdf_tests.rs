@@ -55,13 +55,13 @@ fn thread(process: usize, weight: u64) -> SimThread {
 fn drive(picks: usize) -> Vec<PickLog> {
     let sc = Scenario::parse("t.toml", THREE).expect("scenario");
     let mut threads: Vec<SimThread> = sc
-        .processes
+        .processes()
         .iter()
         .enumerate()
-        .map(|(i, p)| thread(i, p.weight))
+        .map(|(i, p)| thread(i, p.weight()))
         .collect();
     let mut running = vec![None];
-    let mut d = Eevdf::new(&sc.policy, 1);
+    let mut d = Eevdf::new(sc.policy(), 1);
     let mut now = Nanos::ZERO;
     macro_rules! ctx {
         () => {
@@ -70,7 +70,7 @@ fn drive(picks: usize) -> Vec<PickLog> {
                 cores: 1,
                 threads: &threads,
                 running: &running,
-                spec: &sc.policy,
+                spec: sc.policy(),
                 scenario: &sc,
                 group_weights: &[],
             }
@@ -221,12 +221,12 @@ fn failed_balances_escalate_until_a_light_thread_moves() {
 fn busy_cores_balance_busy_factor_times_less_often() {
     // get_sd_balance_interval: sd_weight ms x busy_factor 16, in rounds of balance_interval.
     let e = Eevdf::new(
-        &Scenario::parse(
+        Scenario::parse(
             "t.toml",
             "cores = 2\n[policy]\nname = \"eevdf\"\n[[process]]\nname = \"p\"\n",
         )
         .expect("scenario")
-        .policy,
+        .policy(),
         2,
     );
     assert_eq!(
@@ -258,7 +258,7 @@ fn five_against_four_nice_0_threads_shuttle() {
     let nine = "cores = 2\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"HZN\"\n\
          [[process]]\nname = \"one\"\n[[process]]\nname = \"eight\"\nthreads = 8\n";
     let sc = Scenario::parse("t.toml", &nine.replace("HZN", "1s")).expect("scenario");
-    let e = Eevdf::new(&sc.policy, 2);
+    let e = Eevdf::new(sc.policy(), 2);
     assert_eq!(e.imbalance_pct, 117);
     let migrations = |h: &str| run(&nine.replace("HZN", h)).summary.migrations;
     assert_eq!(migrations("63ms"), 0);
@@ -278,7 +278,7 @@ fn ctx_at<'a>(
         cores: running.len(),
         threads,
         running,
-        spec: &sc.policy,
+        spec: sc.policy(),
         scenario: sc,
         group_weights: &[],
     }
@@ -294,7 +294,7 @@ fn hot_setup() -> (Eevdf, Vec<SimThread>, Scenario) {
     )
     .expect("scenario");
     let mut threads: Vec<SimThread> = (0..3).map(|i| thread(i, 1024)).collect();
-    let mut d = Eevdf::new(&sc.policy, 2);
+    let mut d = Eevdf::new(sc.policy(), 2);
     let mut running = vec![None, None];
     for s in 0..3 {
         d.enqueue(&ctx_at(0, &threads, &running, &sc), s, Enqueue::New);

@@ -195,7 +195,7 @@ impl Dispatcher for Lottery {
     }
 
     fn time_slice(&mut self, ctx: &Ctx, _core: usize, _slot: Slot) -> Option<Nanos> {
-        Some(ctx.spec.quantum)
+        Some(ctx.spec.quantum())
     }
 
     fn remove(&mut self, _ctx: &Ctx, slot: Slot) {

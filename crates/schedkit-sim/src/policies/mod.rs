@@ -83,7 +83,7 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
         dispatcher: d,
         controller: None,
     };
-    let name = match scenario.policy.name {
+    let name = match scenario.policy().name() {
         PolicyName::Default => model_of_release(kernel_release().as_deref()),
         n => n,
     };
@@ -104,44 +104,44 @@ pub fn build(scenario: &Scenario) -> Result<Policy<'static>, ScenarioError> {
         | PolicyName::Twrs
         | PolicyName::GlobalFair
         | PolicyName::Tenants => Policy {
-            dispatcher: Box::new(cfs::Cfs::new(&scenario.policy, scenario.cores)),
+            dispatcher: Box::new(cfs::Cfs::new(scenario.policy(), scenario.cores())),
             controller: schedkit_core::controllers::build(scenario),
         },
         PolicyName::Eevdf => plain(Box::new(eevdf::Eevdf::new(
-            &scenario.policy,
-            scenario.cores,
+            scenario.policy(),
+            scenario.cores(),
         ))),
         PolicyName::Dm => plain(Box::new(Keyed::new(dm::Dm))),
         PolicyName::Pedf => plain(Box::new(pedf::build(scenario)?)),
         PolicyName::Paws => plain(Box::new(paws::Paws::build(scenario)?)),
         PolicyName::Ws => plain(Box::new(ws::Ws::build(scenario)?)),
         PolicyName::Lottery => plain(Box::new(lottery::Lottery::new(
-            scenario.policy.seed,
-            scenario.cores,
+            scenario.policy().seed(),
+            scenario.cores(),
         ))),
         PolicyName::Stride => plain(Box::<stride::Stride>::default()),
         PolicyName::Mlfq => plain(Box::new(mlfq::Mlfq::new(
-            scenario.policy.levels,
-            scenario.policy.quantum,
-            scenario.policy.boost,
+            scenario.policy().levels(),
+            scenario.policy().quantum(),
+            scenario.policy().boost(),
         ))),
         // Gang scheduling (seed 002): the matrix controller stops and resumes whole jobs and
         // pins their threads to its columns; the dispatcher runs only what is pinned.
         PolicyName::Gang => {
-            if !scenario.tasks.is_empty() {
+            if !scenario.tasks().is_empty() {
                 return Err(scenario.policy_error(
                     "policy \"gang\" schedules [[process]] jobs; [[task]] entries are not supported",
                 ));
             }
             // Its controller stops and resumes whole processes, which a thread's own sleeps
             // would contradict.
-            if scenario.processes.iter().any(|p| p.pattern.is_some()) {
+            if scenario.processes().iter().any(|p| p.pattern().is_some()) {
                 return Err(
                     scenario.policy_error("policy \"gang\" does not run threads with a `pattern`")
                 );
             }
             Policy {
-                dispatcher: Box::new(gang::GangDispatch::new(scenario.cores)),
+                dispatcher: Box::new(gang::GangDispatch::new(scenario.cores())),
                 controller: schedkit_core::controllers::build(scenario),
             }
         }

@@ -169,7 +169,7 @@ pub struct Paws {
 /// Rejects what PAWS cannot honour: pinned tasks or processes.
 pub(crate) fn reject_affinity(name: &str, scenario: &Scenario) -> Result<(), ScenarioError> {
     let located = |line: usize, field: &str, what: &str| ScenarioError {
-        file: scenario.file.clone(),
+        file: scenario.file().to_string(),
         line,
         column: 1,
         field: field.to_string(),
@@ -178,18 +178,18 @@ pub(crate) fn reject_affinity(name: &str, scenario: &Scenario) -> Result<(), Sce
              {what}"
         ),
     };
-    if let Some(t) = scenario.tasks.iter().find(|t| t.cpus.is_some()) {
+    if let Some(t) = scenario.tasks().iter().find(|t| t.cpus().is_some()) {
         return Err(located(
-            t.line,
+            t.line(),
             "task.cpus",
-            &format!("task \"{}\"", t.name),
+            &format!("task \"{}\"", t.name()),
         ));
     }
-    if let Some(p) = scenario.processes.iter().find(|p| p.cpus.is_some()) {
+    if let Some(p) = scenario.processes().iter().find(|p| p.cpus().is_some()) {
         return Err(located(
-            p.line,
+            p.line(),
             "process.cpus",
-            &format!("process \"{}\"", p.name),
+            &format!("process \"{}\"", p.name()),
         ));
     }
     Ok(())
@@ -205,7 +205,7 @@ impl Paws {
     /// Builds PAWS for `scenario` (rejects `cpus`).
     pub fn build(scenario: &Scenario) -> Result<Paws, ScenarioError> {
         reject_affinity("paws", scenario)?;
-        Ok(Paws::new(scenario.cores, scenario.policy.seed))
+        Ok(Paws::new(scenario.cores(), scenario.policy().seed()))
     }
 
     pub fn counters(&self) -> PawsCounters {

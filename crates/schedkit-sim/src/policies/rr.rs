@@ -22,6 +22,6 @@ impl KeyPolicy for RoundRobin {
         ticket
     }
     fn slice(&self, ctx: &Ctx) -> Option<Nanos> {
-        Some(ctx.spec.quantum)
+        Some(ctx.spec.quantum())
     }
 }

@@ -154,11 +154,11 @@ impl Dispatcher for Stride {
     }
 
     fn time_slice(&mut self, ctx: &Ctx, _core: usize, _slot: Slot) -> Option<Nanos> {
-        Some(ctx.spec.quantum)
+        Some(ctx.spec.quantum())
     }
 
     fn charge(&mut self, ctx: &Ctx, slot: Slot, _core: usize, ran: Nanos) {
-        let q = ctx.spec.quantum.0.max(1) as u128;
+        let q = ctx.spec.quantum().0.max(1) as u128;
         let ran = ran.0 as u128;
         if self.global_tickets > 0 {
             self.global_pass += STRIDE1 * ran / (q * self.global_tickets);

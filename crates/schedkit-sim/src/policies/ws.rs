@@ -40,7 +40,7 @@ impl Ws {
     /// Builds WS for `scenario` (rejects `cpus`).
     pub fn build(scenario: &Scenario) -> Result<Ws, ScenarioError> {
         reject_affinity("ws", scenario)?;
-        Ok(Ws::new(scenario.cores, scenario.policy.seed))
+        Ok(Ws::new(scenario.cores(), scenario.policy().seed()))
     }
 }
 

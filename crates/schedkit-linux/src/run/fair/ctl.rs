@@ -48,11 +48,11 @@ impl FairRun {
                         .map(|c| format!("{} at {}", c.controller().name(), c.parent().display()))
                         .unwrap_or_default(),
                     groups: scenario
-                        .groups
+                        .groups()
                         .iter()
                         .enumerate()
                         .map(|(g, sg)| GroupStatus {
-                            name: sg.name.clone(),
+                            name: sg.name().to_string(),
                             weight: self.group_weights[g],
                             kernel_value: self
                                 .cgroups
@@ -67,9 +67,8 @@ impl FairRun {
                 if let Err(m) = crate::ctl::check_weight(weight) {
                     return Reply::error(m);
                 }
-                let Some(g) = scenario.groups.iter().position(|sg| sg.name == group) else {
-                    let known: Vec<&str> =
-                        scenario.groups.iter().map(|g| g.name.as_str()).collect();
+                let Some(g) = scenario.groups().iter().position(|sg| sg.name() == group) else {
+                    let known: Vec<&str> = scenario.groups().iter().map(|g| g.name()).collect();
                     return Reply::error(format!(
                         "unknown group `{group}` (groups of this run: {})",
                         known.join(", ")
@@ -110,7 +109,7 @@ impl FairRun {
         });
         self.changes.push(crate::ctl::WeightChange {
             t_ns: now,
-            group: scenario.groups[g].name.clone(),
+            group: scenario.groups()[g].name().to_string(),
             weight,
         });
         Ok(())

@@ -200,27 +200,33 @@ impl FairRun {
     ) -> Result<FairRun> {
         let (name, period, host) = match policy {
             RunPolicy::Fair { name, period } => {
-                let mut sc = scenario.clone();
-                sc.policy.name = *name;
-                sc.policy.period = *period;
+                let sc = scenario
+                    .with_policy_spec(
+                        scenario
+                            .policy()
+                            .clone()
+                            .with_name(*name)
+                            .with_period(*period),
+                    )
+                    .map_err(|e| Error::Input(e.to_string()))?;
                 let c = schedkit_core::controllers::build(&sc).ok_or_else(|| {
                     Error::Input(format!(
                         "{}: policy.name: `{name}` has no controller",
-                        scenario.file
+                        scenario.file()
                     ))
                 })?;
                 // Refuse now what `tick` could not apply later.
                 let host = Host::new(c, FAIR_APPLIES, "the fair-share engine").map_err(|missing| {
                     Error::Input(format!(
                         "{}: policy.name: `{name}`'s controller may ask for {missing:?}, which the fair-share engine cannot apply",
-                        scenario.file
+                        scenario.file()
                     ))
                 })?;
                 (*name, period.0.max(1_000_000), Some(host))
             }
             _ => (
                 PolicyName::ProcessFair,
-                scenario.policy.period.0.max(1_000_000),
+                scenario.policy().period().0.max(1_000_000),
                 None,
             ),
         };
@@ -233,7 +239,7 @@ impl FairRun {
             cgroups: None,
             cg_of_process: Vec::new(),
             cg_of_group: Vec::new(),
-            group_weights: scenario.groups.iter().map(|g| g.weight).collect(),
+            group_weights: scenario.groups().iter().map(|g| g.weight()).collect(),
             thread_weights: !tenants,
             weight: HashMap::new(),
             nice: HashMap::new(),
@@ -294,39 +300,39 @@ impl FairRun {
         let mut cg = crate::cgroup::CpuGroups::create(roots, journal)?;
         cg.set_parent_load(
             scenario
-                .processes
+                .processes()
                 .iter()
-                .map(|p| p.weight * p.threads.max(1) as u64)
+                .map(|p| p.weight() * p.threads().max(1) as u64)
                 .sum(),
         )?;
         if tenants {
-            for g in &scenario.groups {
-                let i = cg.add(journal, &g.name, None, g.weight)?;
+            for g in scenario.groups() {
+                let i = cg.add(journal, g.name(), None, g.weight())?;
                 self.cg_of_group.push(i);
             }
-            for p in &scenario.processes {
+            for p in scenario.processes() {
                 // A tenant of several processes splits its weight among them by their
                 // weights (one cgroup each inside the tenant's); a lone member uses the
                 // tenant's cgroup; an ungrouped process is its own tenant of weight
                 // w/1024 (a nice-0 process weighs as much as a tenant of weight 1, as in
                 // the simulator's tenants controller).
-                let i = match p.group {
+                let i = match p.group() {
                     Some(g) => {
                         let members = scenario
-                            .processes
+                            .processes()
                             .iter()
-                            .filter(|q| q.group == Some(g))
+                            .filter(|q| q.group() == Some(g))
                             .count();
                         if members > 1 {
-                            let w = ((p.weight * 100 + 512) / 1024).clamp(1, 10_000);
-                            cg.add(journal, &p.name, Some(self.cg_of_group[g]), w)?
+                            let w = ((p.weight() * 100 + 512) / 1024).clamp(1, 10_000);
+                            cg.add(journal, p.name(), Some(self.cg_of_group[g]), w)?
                         } else {
                             self.cg_of_group[g]
                         }
                     }
                     None => {
-                        let w = ((p.weight + 512) / 1024).clamp(1, 10_000);
-                        cg.add(journal, &p.name, None, w)?
+                        let w = ((p.weight() + 512) / 1024).clamp(1, 10_000);
+                        cg.add(journal, p.name(), None, w)?
                     }
                 };
                 self.cg_of_process.push(i);
@@ -340,17 +346,17 @@ impl FairRun {
             self.ctl = Some(srv);
         } else {
             // Equal weights: the default of a new cgroup, written explicitly.
-            for p in &scenario.processes {
-                let i = cg.add(journal, &p.name, None, 100)?;
+            for p in scenario.processes() {
+                let i = cg.add(journal, p.name(), None, 100)?;
                 self.cg_of_process.push(i);
             }
         }
         self.cgroups = Some(cg);
-        if scenario.policy.trim {
+        if scenario.policy().trim() {
             // Top-level entities: each group's cgroup, and each ungrouped process's.
-            let mut entity_of_group = vec![None; scenario.groups.len()];
-            for (p, sp) in scenario.processes.iter().enumerate() {
-                let e = match sp.group.filter(|_| tenants) {
+            let mut entity_of_group = vec![None; scenario.groups().len()];
+            for (p, sp) in scenario.processes().iter().enumerate() {
+                let e = match sp.group().filter(|_| tenants) {
                     Some(g) => *entity_of_group[g].get_or_insert_with(|| {
                         self.trim_cgroup.push(self.cg_of_group[g]);
                         self.trim_cgroup.len() - 1
@@ -377,7 +383,7 @@ impl FairRun {
         let load: u64 = tracks
             .iter()
             .filter(|t| !t.finished)
-            .map(|t| scenario.processes[t.process].weight)
+            .map(|t| scenario.processes()[t.process].weight())
             .sum::<u64>()
             .max(1);
         let diff = load.abs_diff(self.parent_load);
@@ -449,10 +455,10 @@ impl FairRun {
                     if cur != want && set_nice(tr.tid, want).is_ok() {
                         self.overrides += 1;
                         if self.first_overrides.len() < 5 {
-                            let sp = &scenario.processes[tr.process];
+                            let sp = &scenario.processes()[tr.process];
                             self.first_overrides.push(format!(
                                 "{}.{} (tid {}) set nice {cur} at {}; set back to {want}",
-                                sp.name,
+                                sp.name(),
                                 tr.index,
                                 tr.tid,
                                 Nanos(now)
@@ -470,20 +476,20 @@ impl FairRun {
         };
         let mut views = Vec::new();
         for tr in live() {
-            let sp = &scenario.processes[tr.process];
+            let sp = &scenario.processes()[tr.process];
             views.push(ThreadView {
                 id: tr.tid as u64,
                 process: tr.process,
                 index: tr.index as usize,
-                group: sp.group,
+                group: sp.group(),
                 core: (tr.last.tid != 0).then_some(tr.last.cpu),
-                weight: self.weight.get(&tr.tid).copied().unwrap_or(sp.weight),
-                base_weight: sp.weight,
+                weight: self.weight.get(&tr.tid).copied().unwrap_or(sp.weight()),
+                base_weight: sp.weight(),
                 runnable: tr.runnable,
                 cpu: Nanos(tr.prev_run),
             });
             // Threads seen for the first time keep the nice their placement gave them.
-            self.nice.entry(tr.tid).or_insert(sp.nice);
+            self.nice.entry(tr.tid).or_insert(sp.nice());
         }
         // Tracks go in order of first sighting across processes; the host sorts them into
         // the engine-independent (process, thread number) order the controller contract
@@ -565,7 +571,7 @@ impl FairRun {
         let mut new: Vec<usize> = Vec::new();
         for (k, v) in views.iter().enumerate() {
             let tid = v.id as i32;
-            let fixed = scenario.processes[v.process].cpus.is_some();
+            let fixed = scenario.processes()[v.process].cpus().is_some();
             if self.affinity_journaled.contains(&tid) || fixed {
                 if let (true, Some(c)) = (v.runnable, v.core.filter(|&c| c < cores)) {
                     load[c] += v.weight;
