@@ -57,6 +57,11 @@ impl Scenario {
 
     /// The scenario on `cores` modelled cores; every `cpus` list must still fit.
     pub fn with_cores(&self, cores: usize) -> Result<Scenario, ScenarioError> {
+        // The range first, as in a file: `--cores 0` is out of range, not "too small for a
+        // cpus list".
+        if !(1..=1 << 20).contains(&cores) {
+            return Err(self.override_error("cores", "must be between 1 and 1048576"));
+        }
         // The checks would name the first `cpus` beyond `cores`; say which entry and line,
         // since the file's value was fine and the override made it wrong.
         let beyond = |cpus: Option<&[usize]>| cpus.iter().copied().flatten().any(|&c| c >= cores);
