@@ -168,7 +168,8 @@ impl Live<'_> {
             end_ns: None,
             tasks_file: target
                 .as_ref()
-                .and_then(|t| crate::jobcg::task_counter(&t.0)),
+                .map(|t| t.0.join("pids.current"))
+                .filter(|f| f.exists()),
             body: Body::Command { pid, exit: None },
             counters,
             next_index: 0,
@@ -265,7 +266,9 @@ impl Live<'_> {
             }
             Body::Command { .. }
                 if pr.tasks_file.as_ref().is_some_and(|f| {
-                    crate::jobcg::count_tasks(f)
+                    crate::read_trim(f)
+                        .ok()
+                        .and_then(|n| n.parse::<usize>().ok())
                         == Some(
                             tracks
                                 .iter()
