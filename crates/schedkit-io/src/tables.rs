@@ -189,6 +189,44 @@ pub fn report_tables(r: &Report) -> Vec<Table> {
     ]
 }
 
+/// `sim --parquet`: the report's tables and the trace's `intervals`.
+pub fn sim_tables(scenario: &Scenario, report: &Report, trace: &TraceLog) -> Vec<Table> {
+    let mut t = report_tables(report);
+    t.push(intervals_table(scenario, trace));
+    t
+}
+
+/// `compare --parquet`: the same five tables, every run's rows appended, with a leading
+/// `policy` column (the summary has one already). A run's intervals are those of the
+/// scenario under its policy.
+pub fn compare_tables(
+    scenario: &Scenario,
+    runs: &[crate::compare::Run],
+) -> Result<Vec<Table>, crate::Error> {
+    let mut all: Vec<Table> = Vec::new();
+    for r in runs {
+        let mut t = report_tables(&r.report);
+        if let Some((trace, _)) = &r.trace {
+            let s = scenario.with_policy(&r.report.policy)?;
+            t.push(intervals_table(&s, trace));
+        }
+        for (i, table) in t.into_iter().enumerate() {
+            let table = if table.name == "summary" {
+                table
+            } else {
+                table.with_leading("policy", &r.report.policy)
+            };
+            match all.get_mut(i) {
+                Some(acc) => acc
+                    .append(table)
+                    .map_err(|m| crate::Error::file("compare --parquet", m))?,
+                None => all.push(table),
+            }
+        }
+    }
+    Ok(all)
+}
+
 /// One run interval with the reason it ended.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Interval {
