@@ -86,19 +86,7 @@ fn zero_rows(base: &Scenario, options: &SweepOptions) -> Result<Vec<Row>, Error>
     };
     Ok(us
         .iter()
-        .flat_map(|&u| {
-            policies.iter().map(move |p| Row {
-                utilisation: u,
-                policy: p.clone(),
-                sets: 0,
-                sets_with_misses: 0,
-                rejected: 0,
-                jobs: 0,
-                deadline_misses: 0,
-                migrations: 0,
-                context_switches: 0,
-            })
-        })
+        .flat_map(|&u| policies.iter().map(move |p| Row::empty(u, p.clone())))
         .collect())
 }
 

@@ -323,17 +323,7 @@ pub fn intervals_table(s: &Scenario, trace: &TraceLog) -> Table {
 
 /// The rows of a sweep as the `sweep` table.
 pub fn sweep_table(rows: &[schedkit_experiments::sweep::Row]) -> Table {
-    let template = schedkit_experiments::sweep::Row {
-        utilisation: 0.0,
-        policy: String::new(),
-        sets: 0,
-        sets_with_misses: 0,
-        rejected: 0,
-        jobs: 0,
-        deadline_misses: 0,
-        migrations: 0,
-        context_switches: 0,
-    };
+    let template = schedkit_experiments::sweep::Row::empty(0.0, String::new());
     table_of("sweep", &[], rows, Some(&template))
 }
 
