@@ -10,7 +10,7 @@
 use indexmap::IndexMap;
 use schedkit_core::report::Report;
 use schedkit_core::scenario::Scenario;
-use schedkit_core::trace::{Event, Owner, Reason, Slot, TraceLog};
+use schedkit_core::trace::{run_intervals_with_reasons, Owner, Reason, TraceLog};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -253,58 +253,32 @@ fn reason_str(r: Reason) -> &'static str {
     }
 }
 
-/// The trace's run intervals (dispatch to deschedule), ordered by start then core, like
-/// `TraceLog::intervals`, with the descheduling reason kept.
+/// The trace's run intervals (dispatch to deschedule), ordered by start then core, from
+/// `schedkit_core::trace::run_intervals_with_reasons` (the one rebuild of intervals from
+/// events), named by the scenario's processes and tasks.
 pub fn intervals(s: &Scenario, trace: &TraceLog) -> Vec<Interval> {
-    let mut owners: HashMap<Slot, Owner> = HashMap::new();
-    let mut open: HashMap<(usize, Slot), u64> = HashMap::new();
-    let mut out = Vec::new();
-    for e in &trace.events {
-        match *e {
-            Event::Arrive { slot, owner, .. } => {
-                owners.insert(slot, owner);
+    run_intervals_with_reasons(&trace.events)
+        .into_iter()
+        .map(|(iv, reason)| {
+            let (process, thread, job) = match iv.owner {
+                Owner::Process { process, thread } => (
+                    s.processes()[process].name().to_string(),
+                    Some(thread),
+                    None,
+                ),
+                Owner::Task { task, job } => (s.tasks()[task].name().to_string(), None, Some(job)),
+            };
+            Interval {
+                core: iv.core,
+                process,
+                thread,
+                job,
+                start_ns: iv.start.0,
+                end_ns: iv.end.0,
+                reason: reason_str(reason),
             }
-            Event::Dispatch { t, core, slot } => {
-                open.insert((core, slot), t.0);
-            }
-            Event::Deschedule {
-                t,
-                core,
-                slot,
-                reason,
-            } => {
-                let (Some(start), Some(owner)) = (open.remove(&(core, slot)), owners.get(&slot))
-                else {
-                    continue;
-                };
-                if t.0 <= start {
-                    continue;
-                }
-                let (process, thread, job) = match *owner {
-                    Owner::Process { process, thread } => (
-                        s.processes()[process].name().to_string(),
-                        Some(thread),
-                        None,
-                    ),
-                    Owner::Task { task, job } => {
-                        (s.tasks()[task].name().to_string(), None, Some(job))
-                    }
-                };
-                out.push(Interval {
-                    core,
-                    process,
-                    thread,
-                    job,
-                    start_ns: start,
-                    end_ns: t.0,
-                    reason: reason_str(reason),
-                });
-            }
-            _ => {}
-        }
-    }
-    out.sort_by_key(|i| (i.start_ns, i.core));
-    out
+        })
+        .collect()
 }
 
 /// The intervals as the `intervals` table.
