@@ -26,11 +26,7 @@ impl Scenario {
                 "policy.name",
                 format!(
                     "unknown policy \"{name}\" (known: {})",
-                    PolicyName::ALL
-                        .iter()
-                        .map(|p| p.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    PolicyName::known_list()
                 ),
             )
         })?;

@@ -148,23 +148,49 @@ impl TraceLog {
 
 /// The run intervals of `events` (`Dispatch` to `Deschedule` of a slot on a core, owned by the
 /// slot's latest `Arrive`), in order of their start: the one place run intervals are rebuilt
-/// from events (the Gantt chart, the Chrome trace and the experiments' per-bin CPU time use
-/// it). A thread still running when the events end runs until `open_until` when it is given
-/// (a trace cut off at the end of a run) and is left out otherwise.
+/// from events (the Gantt chart, the Chrome trace, the experiments' per-bin CPU time and,
+/// through [`run_intervals_with_reasons`], the intervals table use it). A thread still
+/// running when the events end runs until `open_until` when it is given (a trace cut off at
+/// the end of a run) and is left out otherwise.
 pub fn run_intervals(events: &[Event], open_until: Option<Nanos>) -> Vec<RunInterval> {
+    let mut out = Vec::new();
+    each_run_interval(events, open_until, |iv, _| out.push(iv));
+    out.sort_by_key(|i| (i.start, i.core));
+    out
+}
+
+/// [`run_intervals`] of a whole trace (open ones left out), each with the reason its thread
+/// left the core.
+pub fn run_intervals_with_reasons(events: &[Event]) -> Vec<(RunInterval, Reason)> {
+    let mut out = Vec::new();
+    each_run_interval(events, None, |iv, reason| {
+        out.push((iv, reason.expect("closed by a Deschedule")))
+    });
+    out.sort_by_key(|(i, _)| (i.start, i.core));
+    out
+}
+
+/// Calls `push` with every non-empty run interval of `events` whose owner is known, and the
+/// reason of the `Deschedule` that closed it (`None` for one closed at `open_until`), in the
+/// order they close; the open ones last, in no particular order.
+fn each_run_interval(
+    events: &[Event],
+    open_until: Option<Nanos>,
+    mut push: impl FnMut(RunInterval, Option<Reason>),
+) {
     use std::collections::HashMap;
     let mut owners: HashMap<Slot, Owner> = HashMap::new();
     let mut open: HashMap<(usize, Slot), Nanos> = HashMap::new();
-    let mut out = Vec::new();
-    let close = |out: &mut Vec<RunInterval>, core, owner: Option<&Owner>, start, end| {
+    let mut close = |core, owner: Option<&Owner>, start, end, reason| {
         if let Some(owner) = owner {
             if end > start {
-                out.push(RunInterval {
+                let iv = RunInterval {
                     core,
                     owner: *owner,
                     start,
                     end,
-                });
+                };
+                push(iv, reason);
             }
         }
     };
@@ -176,9 +202,14 @@ pub fn run_intervals(events: &[Event], open_until: Option<Nanos>) -> Vec<RunInte
             Event::Dispatch { t, core, slot } => {
                 open.insert((core, slot), t);
             }
-            Event::Deschedule { t, core, slot, .. } => {
+            Event::Deschedule {
+                t,
+                core,
+                slot,
+                reason,
+            } => {
                 if let Some(start) = open.remove(&(core, slot)) {
-                    close(&mut out, core, owners.get(&slot), start, t);
+                    close(core, owners.get(&slot), start, t, Some(reason));
                 }
             }
             _ => {}
@@ -186,11 +217,9 @@ pub fn run_intervals(events: &[Event], open_until: Option<Nanos>) -> Vec<RunInte
     }
     if let Some(end) = open_until {
         for ((core, slot), start) in open {
-            close(&mut out, core, owners.get(&slot), start, end);
+            close(core, owners.get(&slot), start, end, None);
         }
     }
-    out.sort_by_key(|i| (i.start, i.core));
-    out
 }
 
 /// Feeds two sinks.

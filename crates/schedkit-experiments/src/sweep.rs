@@ -167,6 +167,22 @@ pub struct Row {
 }
 
 impl Row {
+    /// The row of `policy` at `utilisation` before any set is counted (what a sweep sums
+    /// into; also the column template of the `sweep` table).
+    pub fn empty(utilisation: f64, policy: String) -> Row {
+        Row {
+            utilisation,
+            policy,
+            sets: 0,
+            sets_with_misses: 0,
+            rejected: 0,
+            jobs: 0,
+            deadline_misses: 0,
+            migrations: 0,
+            context_switches: 0,
+        }
+    }
+
     /// Fraction of sets that were rejected or missed a deadline.
     pub fn unschedulable(&self) -> f64 {
         (self.sets_with_misses + self.rejected) as f64 / self.sets.max(1) as f64
@@ -263,17 +279,9 @@ pub fn sweep_with_progress(
     let mut rows: Vec<Row> = us
         .iter()
         .flat_map(|&u| {
-            policies.iter().map(move |p| Row {
-                utilisation: u,
-                policy: p.as_str().to_string(),
-                sets: 0,
-                sets_with_misses: 0,
-                rejected: 0,
-                jobs: 0,
-                deadline_misses: 0,
-                migrations: 0,
-                context_switches: 0,
-            })
+            policies
+                .iter()
+                .map(move |p| Row::empty(u, p.as_str().to_string()))
         })
         .collect();
     for (&(i, _), res) in points.iter().zip(outcomes) {

@@ -86,19 +86,7 @@ fn zero_rows(base: &Scenario, options: &SweepOptions) -> Result<Vec<Row>, Error>
     };
     Ok(us
         .iter()
-        .flat_map(|&u| {
-            policies.iter().map(move |p| Row {
-                utilisation: u,
-                policy: p.clone(),
-                sets: 0,
-                sets_with_misses: 0,
-                rejected: 0,
-                jobs: 0,
-                deadline_misses: 0,
-                migrations: 0,
-                context_switches: 0,
-            })
-        })
+        .flat_map(|&u| policies.iter().map(move |p| Row::empty(u, p.clone())))
         .collect())
 }
 
@@ -185,6 +173,43 @@ pub fn add_rows(total: &mut [Row], more: &[Row], what: &str) -> Result<(), Error
         t.context_switches += m.context_switches;
     }
     Ok(())
+}
+
+/// Reads the shard documents of `sweep merge` (each the `--json` output of a sharded
+/// sweep), named by their paths for [`merge`]'s messages.
+pub fn read_docs(files: &[std::path::PathBuf]) -> Result<Vec<(String, SweepDoc)>, Error> {
+    let mut docs = Vec::new();
+    for f in files {
+        let name = f.display().to_string();
+        let text =
+            std::fs::read_to_string(f).map_err(|e| Error::file(format!("reading {name}"), e))?;
+        let doc: SweepDoc = serde_json::from_str(&text).map_err(|e| {
+            Error::bad_option("merge", &name, format!("not a sweep --json document: {e}"))
+        })?;
+        docs.push((name, doc));
+    }
+    Ok(docs)
+}
+
+/// The table of a sweep document, as `sim --sweep` prints it: its heading names the file,
+/// cores and horizon, so that much of the base scenario is rebuilt from the document.
+pub fn render(doc: &SweepDoc) -> Result<String, Error> {
+    let base = Scenario::parse(
+        &doc.file,
+        &format!(
+            "cores = {}\n[run]\nhorizon = \"{}ns\"\n",
+            doc.cores, doc.horizon_ns
+        ),
+    )?;
+    let options = SweepOptions {
+        sweep: doc.sweep.clone(),
+        utilisations: None,
+        policies: Vec::new(),
+        generator: doc.generator.clone(),
+    };
+    Ok(schedkit_experiments::sweep::render(
+        &base, &options, &doc.rows,
+    ))
 }
 
 /// Merges shard documents (`name` for messages, e.g. the file path) into the document of the

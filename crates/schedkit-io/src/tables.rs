@@ -10,7 +10,7 @@
 use indexmap::IndexMap;
 use schedkit_core::report::Report;
 use schedkit_core::scenario::Scenario;
-use schedkit_core::trace::{Event, Owner, Reason, Slot, TraceLog};
+use schedkit_core::trace::{run_intervals_with_reasons, Owner, Reason, TraceLog};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -189,6 +189,44 @@ pub fn report_tables(r: &Report) -> Vec<Table> {
     ]
 }
 
+/// `sim --parquet`: the report's tables and the trace's `intervals`.
+pub fn sim_tables(scenario: &Scenario, report: &Report, trace: &TraceLog) -> Vec<Table> {
+    let mut t = report_tables(report);
+    t.push(intervals_table(scenario, trace));
+    t
+}
+
+/// `compare --parquet`: the same five tables, every run's rows appended, with a leading
+/// `policy` column (the summary has one already). A run's intervals are those of the
+/// scenario under its policy.
+pub fn compare_tables(
+    scenario: &Scenario,
+    runs: &[crate::compare::Run],
+) -> Result<Vec<Table>, crate::Error> {
+    let mut all: Vec<Table> = Vec::new();
+    for r in runs {
+        let mut t = report_tables(&r.report);
+        if let Some((trace, _)) = &r.trace {
+            let s = scenario.with_policy(&r.report.policy)?;
+            t.push(intervals_table(&s, trace));
+        }
+        for (i, table) in t.into_iter().enumerate() {
+            let table = if table.name == "summary" {
+                table
+            } else {
+                table.with_leading("policy", &r.report.policy)
+            };
+            match all.get_mut(i) {
+                Some(acc) => acc
+                    .append(table)
+                    .map_err(|m| crate::Error::file("compare --parquet", m))?,
+                None => all.push(table),
+            }
+        }
+    }
+    Ok(all)
+}
+
 /// One run interval with the reason it ended.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Interval {
@@ -215,58 +253,32 @@ fn reason_str(r: Reason) -> &'static str {
     }
 }
 
-/// The trace's run intervals (dispatch to deschedule), ordered by start then core, like
-/// `TraceLog::intervals`, with the descheduling reason kept.
+/// The trace's run intervals (dispatch to deschedule), ordered by start then core, from
+/// `schedkit_core::trace::run_intervals_with_reasons` (the one rebuild of intervals from
+/// events), named by the scenario's processes and tasks.
 pub fn intervals(s: &Scenario, trace: &TraceLog) -> Vec<Interval> {
-    let mut owners: HashMap<Slot, Owner> = HashMap::new();
-    let mut open: HashMap<(usize, Slot), u64> = HashMap::new();
-    let mut out = Vec::new();
-    for e in &trace.events {
-        match *e {
-            Event::Arrive { slot, owner, .. } => {
-                owners.insert(slot, owner);
+    run_intervals_with_reasons(&trace.events)
+        .into_iter()
+        .map(|(iv, reason)| {
+            let (process, thread, job) = match iv.owner {
+                Owner::Process { process, thread } => (
+                    s.processes()[process].name().to_string(),
+                    Some(thread),
+                    None,
+                ),
+                Owner::Task { task, job } => (s.tasks()[task].name().to_string(), None, Some(job)),
+            };
+            Interval {
+                core: iv.core,
+                process,
+                thread,
+                job,
+                start_ns: iv.start.0,
+                end_ns: iv.end.0,
+                reason: reason_str(reason),
             }
-            Event::Dispatch { t, core, slot } => {
-                open.insert((core, slot), t.0);
-            }
-            Event::Deschedule {
-                t,
-                core,
-                slot,
-                reason,
-            } => {
-                let (Some(start), Some(owner)) = (open.remove(&(core, slot)), owners.get(&slot))
-                else {
-                    continue;
-                };
-                if t.0 <= start {
-                    continue;
-                }
-                let (process, thread, job) = match *owner {
-                    Owner::Process { process, thread } => (
-                        s.processes()[process].name().to_string(),
-                        Some(thread),
-                        None,
-                    ),
-                    Owner::Task { task, job } => {
-                        (s.tasks()[task].name().to_string(), None, Some(job))
-                    }
-                };
-                out.push(Interval {
-                    core,
-                    process,
-                    thread,
-                    job,
-                    start_ns: start,
-                    end_ns: t.0,
-                    reason: reason_str(reason),
-                });
-            }
-            _ => {}
-        }
-    }
-    out.sort_by_key(|i| (i.start_ns, i.core));
-    out
+        })
+        .collect()
 }
 
 /// The intervals as the `intervals` table.
@@ -285,17 +297,7 @@ pub fn intervals_table(s: &Scenario, trace: &TraceLog) -> Table {
 
 /// The rows of a sweep as the `sweep` table.
 pub fn sweep_table(rows: &[schedkit_experiments::sweep::Row]) -> Table {
-    let template = schedkit_experiments::sweep::Row {
-        utilisation: 0.0,
-        policy: String::new(),
-        sets: 0,
-        sets_with_misses: 0,
-        rejected: 0,
-        jobs: 0,
-        deadline_misses: 0,
-        migrations: 0,
-        context_switches: 0,
-    };
+    let template = schedkit_experiments::sweep::Row::empty(0.0, String::new());
     table_of("sweep", &[], rows, Some(&template))
 }
 

@@ -90,20 +90,7 @@ pub fn export(c: ExportCommand) -> Result<(), Failure> {
 
 pub fn sweep(c: SweepCommand) -> Result<(), Failure> {
     let SweepCommand::Merge(a) = c;
-    let mut docs = Vec::new();
-    for f in &a.files {
-        let name = f.display().to_string();
-        let text = std::fs::read_to_string(f).with_context(|| format!("reading {name}"))?;
-        let doc: SweepDoc = serde_json::from_str(&text).map_err(|e| {
-            schedkit_io::Error::bad_option(
-                "merge",
-                &name,
-                format!("not a sweep --json document: {e}"),
-            )
-        })?;
-        docs.push((name, doc));
-    }
-    let merged = schedkit_io::shard::merge(&docs)?;
+    let merged = schedkit_io::shard::merge(&schedkit_io::shard::read_docs(&a.files)?)?;
     print_sweep(&merged, a.json)?;
     if let Some(dir) = &a.parquet {
         write_parquet(dir, &[tables::sweep_table(&merged.rows)])?;
@@ -118,26 +105,9 @@ pub fn print_sweep(doc: &SweepDoc, json: bool) -> Result<(), Failure> {
             "{}",
             serde_json::to_string_pretty(doc).context("serialising the sweep")?
         );
-        return Ok(());
+    } else {
+        print!("{}", schedkit_io::shard::render(doc)?);
     }
-    // The table's heading names the file, cores and horizon: rebuild that much of the base.
-    let base = Scenario::parse(
-        &doc.file,
-        &format!(
-            "cores = {}\n[run]\nhorizon = \"{}ns\"\n",
-            doc.cores, doc.horizon_ns
-        ),
-    )?;
-    let options = schedkit_experiments::sweep::SweepOptions {
-        sweep: doc.sweep.clone(),
-        utilisations: None,
-        policies: Vec::new(),
-        generator: doc.generator.clone(),
-    };
-    print!(
-        "{}",
-        schedkit_experiments::sweep::render(&base, &options, &doc.rows)
-    );
     Ok(())
 }
 
@@ -153,36 +123,14 @@ pub fn sim_parquet(
     report: &schedkit_core::Report,
     trace: &schedkit_core::TraceLog,
 ) -> Result<(), Failure> {
-    let mut t = tables::report_tables(report);
-    t.push(tables::intervals_table(scenario, trace));
-    write_parquet(dir, &t)
+    write_parquet(dir, &tables::sim_tables(scenario, report, trace))
 }
 
-/// `compare --parquet DIR`: the same five tables, every run's rows with a leading `policy`
-/// column (the summary has one already).
+/// `compare --parquet DIR`: the same five tables over every run, with a `policy` column.
 pub fn compare_parquet(
     dir: &Path,
     scenario: &Scenario,
     runs: &[schedkit_io::compare::Run],
 ) -> Result<(), Failure> {
-    let mut all: Vec<Table> = Vec::new();
-    for r in runs {
-        let mut t = tables::report_tables(&r.report);
-        if let Some((trace, _)) = &r.trace {
-            let s = scenario.with_policy(&r.report.policy)?;
-            t.push(tables::intervals_table(&s, trace));
-        }
-        for (i, table) in t.into_iter().enumerate() {
-            let table = if table.name == "summary" {
-                table
-            } else {
-                table.with_leading("policy", &r.report.policy)
-            };
-            match all.get_mut(i) {
-                Some(acc) => acc.append(table).map_err(anyhow::Error::msg)?,
-                None => all.push(table),
-            }
-        }
-    }
-    write_parquet(dir, &all)
+    write_parquet(dir, &tables::compare_tables(scenario, runs)?)
 }

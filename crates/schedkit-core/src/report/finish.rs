@@ -1,10 +1,159 @@
 //! The end of the fold: [`Metrics::finish`] builds the [`Report`].
+//!
+//! `finish` is a sequence of named steps (close the window, the thread rows, the measured
+//! task counts, the task rows, the share tables, the summary's errors and makespan), each
+//! reading what the fold kept; the order of the steps matters where one writes what a later
+//! one reads (measured task CPU time goes into the entities before any share is computed).
 
 use super::*;
+
+/// A process's waiting and turnaround summed over its threads, and how many threads.
+#[derive(Clone, Copy, Default)]
+struct Waits {
+    waiting: u64,
+    turnaround: u64,
+    threads: u64,
+}
+
+impl Waits {
+    fn add(&mut self, other: Waits) {
+        self.waiting += other.waiting;
+        self.turnaround += other.turnaround;
+        self.threads += other.threads;
+    }
+}
+
+/// The thread rows and what the summary's averages need from them.
+struct ThreadRows {
+    rows: Vec<ThreadReport>,
+    /// Per process, in process order.
+    waits: Vec<Waits>,
+    sum_wait: u64,
+    sum_turn: u64,
+    sum_resp: u64,
+    /// Threads that arrived, and those of them that started.
+    n_thr: u64,
+    n_resp: u64,
+}
+
+/// Which tasks an engine measured instead of tracing ([`Metrics::measured_task`]).
+#[derive(Clone, Copy)]
+struct Measured {
+    any: bool,
+    /// Every task, with its CPU time.
+    all_cpu: bool,
+}
+
+/// What every share row is measured against.
+struct ShareBase {
+    /// The window in ns (at least 1).
+    window: u64,
+    /// Core time in the window: cores x window.
+    capacity: f64,
+    /// The job's CPU time and its GPS ideal, over every process and task.
+    job_cpu: u64,
+    job_ideal: f64,
+}
+
+impl ShareBase {
+    /// One row of `processes` or `groups` from its totals; `work_*` are left to the caller.
+    fn row(
+        &self,
+        name: String,
+        threads: u64,
+        cpu: u64,
+        ideal: f64,
+        max_abs_lag: f64,
+        wait: Waits,
+    ) -> ShareReport {
+        let frac = |x: f64, of: f64| if of > 0.0 { x / of } else { 0.0 };
+        ShareReport {
+            name,
+            threads,
+            cpu_ns: cpu,
+            share: cpu as f64 / self.capacity,
+            ideal_share: ideal / self.capacity,
+            job_share: frac(cpu as f64, self.job_cpu as f64),
+            ideal_job_share: frac(ideal, self.job_ideal),
+            lag_ns: (ideal - cpu as f64).round() as i64,
+            max_abs_lag_ns: max_abs_lag.round() as u64,
+            avg_waiting_ns: wait.waiting.checked_div(wait.threads).unwrap_or(0),
+            avg_turnaround_ns: wait.turnaround.checked_div(wait.threads).unwrap_or(0),
+            work_done: None,
+            work_rate: None,
+        }
+    }
+}
+
+/// The summary's fairness errors over the processes (tasks left out).
+struct ShareErrors {
+    max_abs_share_error: f64,
+    max_abs_job_share_error: f64,
+    mean_abs_pct_error: f64,
+    max_abs_lag_ns: u64,
+}
 
 impl Metrics {
     /// Ends the fold at time `end` (the window is `[0, end]`) and builds the report.
     pub fn finish(mut self, end: Nanos) -> Report {
+        let end = self.close_window(end);
+        let window = end.0.max(1);
+        let capacity = (self.cores as u64 * window) as f64;
+
+        let ThreadRows {
+            rows: mut threads,
+            waits,
+            sum_wait,
+            sum_turn,
+            sum_resp,
+            n_thr,
+            n_resp,
+        } = self.thread_rows(end);
+        let measured = self.apply_measured_tasks();
+        let (misses, jobs) = self.task_rows(end, &mut threads);
+
+        let base = self.share_base(window, capacity);
+        let processes = self.process_shares(&base, &waits, measured);
+        let groups = self.group_shares(&base, &waits);
+        let errors = share_errors(&processes[..self.process_names.len()]);
+        let makespan = self.makespan(end);
+        let div = |a: u64, n: u64| a.checked_div(n).unwrap_or(0);
+        Report {
+            engine: self.engine,
+            policy: self.policy,
+            scenario: self.scenario,
+            cores: self.cores,
+            window_ns: end.0,
+            summary: Summary {
+                avg_waiting_ns: div(sum_wait, n_thr),
+                avg_turnaround_ns: div(sum_turn, n_thr),
+                avg_response_ns: div(sum_resp, n_resp),
+                context_switches: self.measured_totals.map_or(self.switches, |m| m.0),
+                dispatches: self.dispatches,
+                preemptions: self.preemptions,
+                migrations: self.measured_totals.map_or(self.migrations, |m| m.1),
+                deadline_misses: misses,
+                jobs,
+                max_abs_share_error: errors.max_abs_share_error,
+                max_abs_job_share_error: errors.max_abs_job_share_error,
+                job_cpu_ns: base.job_cpu,
+                mean_abs_pct_error: errors.mean_abs_pct_error,
+                max_abs_lag_ns: errors.max_abs_lag_ns,
+                makespan_ns: makespan.0,
+                utilisation: self.busy_ns as f64 / capacity,
+            },
+            threads,
+            processes,
+            groups,
+            cpus: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Brings the fold to `end` (at least the last event): closes the run intervals still
+    /// open, advances GPS and the lag samples, and settles every entity's ideal at `end`.
+    /// Returns the end used.
+    fn close_window(&mut self, end: Nanos) -> Nanos {
         let end = end.max(self.last_t);
         // Close intervals still open (engines normally deschedule at the horizon).
         for slot in 0..self.slots.len() {
@@ -26,13 +175,21 @@ impl Metrics {
             e.gps_settled = e.ideal_at(end.0);
             e.gps_since = end.0;
         }
-        let window = end.0.max(1);
-        let capacity = (self.cores as u64 * window) as f64;
+        end
+    }
 
-        let mut threads = Vec::new();
-        let mut proc_wait = vec![(0u64, 0u64, 0u64); self.process_names.len()];
-        let (mut sum_wait, mut sum_turn, mut sum_resp, mut n_thr, mut n_resp) = (0, 0, 0, 0, 0);
-        let mut thread_migrations = 0;
+    /// One row per process thread that arrived (in process, then thread order), with the
+    /// per-process waits and the sums behind the summary's averages.
+    fn thread_rows(&self, end: Nanos) -> ThreadRows {
+        let mut out = ThreadRows {
+            rows: Vec::new(),
+            waits: vec![Waits::default(); self.process_names.len()],
+            sum_wait: 0,
+            sum_turn: 0,
+            sum_resp: 0,
+            n_thr: 0,
+            n_resp: 0,
+        };
         for (p, name) in self.process_names.iter().enumerate() {
             let base = self.process_thread_base[p];
             let count = self.entities[p].threads as usize;
@@ -48,18 +205,19 @@ impl Metrics {
                     .measured_waiting
                     .unwrap_or_else(|| turnaround.saturating_sub(ts.cpu + blocked));
                 let response = ts.start.map(|s| (s - arrival).0);
-                sum_wait += waiting;
-                sum_turn += turnaround;
-                n_thr += 1;
+                out.sum_wait += waiting;
+                out.sum_turn += turnaround;
+                out.n_thr += 1;
                 if let Some(r) = response {
-                    sum_resp += r;
-                    n_resp += 1;
+                    out.sum_resp += r;
+                    out.n_resp += 1;
                 }
-                proc_wait[p].0 += waiting;
-                proc_wait[p].1 += turnaround;
-                proc_wait[p].2 += 1;
-                thread_migrations += ts.migrations;
-                threads.push(ThreadReport {
+                out.waits[p].add(Waits {
+                    waiting,
+                    turnaround,
+                    threads: 1,
+                });
+                out.rows.push(ThreadReport {
                     name: if count == 1 {
                         name.clone()
                     } else {
@@ -81,13 +239,15 @@ impl Metrics {
                 });
             }
         }
-        let _ = thread_migrations;
+        out
+    }
+
+    /// Measured task counts replace the traced ones (there are none to replace); a
+    /// measured CPU time becomes the task's and counts as busy time.
+    fn apply_measured_tasks(&mut self) -> Measured {
         let np = self.process_names.len();
-        let mut misses = 0;
-        let mut jobs = 0;
-        // Measured task counts replace the traced ones (there are none to replace).
-        let any_measured = self.measured_tasks.iter().any(Option::is_some);
-        let all_cpu_measured = any_measured
+        let any = self.measured_tasks.iter().any(Option::is_some);
+        let all_cpu = any
             && self
                 .measured_tasks
                 .iter()
@@ -101,6 +261,14 @@ impl Metrics {
                 self.busy_ns += cpu;
             }
         }
+        Measured { any, all_cpu }
+    }
+
+    /// One row per real-time task, after the process threads; counts the jobs still open
+    /// at `end` past their deadline as misses. Returns (deadline misses, jobs).
+    fn task_rows(&mut self, end: Nanos, threads: &mut Vec<ThreadReport>) -> (u64, u64) {
+        let np = self.process_names.len();
+        let (mut misses, mut jobs) = (0, 0);
         for (k, ts) in self.tasks.iter_mut().enumerate() {
             // Jobs still open at the end whose deadline has passed are misses too.
             let late = ts
@@ -129,160 +297,136 @@ impl Metrics {
                 max_response_ns: Some(ts.max_response),
             });
         }
+        (misses, jobs)
+    }
 
-        let task_utilisation = &self.task_utilisation;
-        let ideal_of = |i: usize, e: &Entity| {
-            if i < np {
-                e.gps_settled
-            } else {
-                task_utilisation[i - np] * window as f64
-            }
-        };
-        let job_cpu: u64 = self.entities.iter().map(|e| e.cpu).sum();
-        let job_ideal: f64 = self
-            .entities
-            .iter()
-            .enumerate()
-            .map(|(i, e)| ideal_of(i, e))
-            .sum();
-        let frac = |x: f64, of: f64| if of > 0.0 { x / of } else { 0.0 };
-        let share_of = |i: usize, e: &Entity, wait: (u64, u64, u64)| -> ShareReport {
-            let ideal = ideal_of(i, e);
-            ShareReport {
-                name: e.name.clone(),
-                threads: e.threads,
-                cpu_ns: e.cpu,
-                share: e.cpu as f64 / capacity,
-                ideal_share: ideal / capacity,
-                job_share: frac(e.cpu as f64, job_cpu as f64),
-                ideal_job_share: frac(ideal, job_ideal),
-                lag_ns: (ideal - e.cpu as f64).round() as i64,
-                max_abs_lag_ns: e.max_abs_lag.round() as u64,
-                avg_waiting_ns: wait.0.checked_div(wait.2).unwrap_or(0),
-                avg_turnaround_ns: wait.1.checked_div(wait.2).unwrap_or(0),
-                work_done: e.work_done,
-                work_rate: e.work_done.map(|w| w as f64 / (window as f64 / 1e9)),
-            }
-        };
+    /// Entity `i`'s ideal CPU time in the window: GPS for a process, utilisation x window
+    /// for a task.
+    fn ideal_of(&self, i: usize, window: u64) -> f64 {
+        let np = self.process_names.len();
+        if i < np {
+            self.entities[i].gps_settled
+        } else {
+            self.task_utilisation[i - np] * window as f64
+        }
+    }
+
+    fn share_base(&self, window: u64, capacity: f64) -> ShareBase {
+        ShareBase {
+            window,
+            capacity,
+            job_cpu: self.entities.iter().map(|e| e.cpu).sum(),
+            job_ideal: (0..self.entities.len())
+                .map(|i| self.ideal_of(i, window))
+                .sum(),
+        }
+    }
+
+    /// The `processes` table: every process, then every task.
+    fn process_shares(
+        &self,
+        base: &ShareBase,
+        waits: &[Waits],
+        measured: Measured,
+    ) -> Vec<ShareReport> {
+        let np = self.process_names.len();
         let mut processes: Vec<ShareReport> = self
             .entities
             .iter()
             .enumerate()
-            .map(|(i, e)| share_of(i, e, if i < np { proc_wait[i] } else { (0, 0, 0) }))
+            .map(|(i, e)| {
+                let wait = if i < np { waits[i] } else { Waits::default() };
+                let ideal = self.ideal_of(i, base.window);
+                ShareReport {
+                    work_done: e.work_done,
+                    work_rate: e.work_done.map(|w| w as f64 / (base.window as f64 / 1e9)),
+                    ..base.row(e.name.clone(), e.threads, e.cpu, ideal, e.max_abs_lag, wait)
+                }
+            })
             .collect();
         // A measured task's lag is known at the end only; unmeasured CPU means no lag at all.
-        if any_measured {
+        if measured.any {
             for p in processes.iter_mut().skip(np) {
-                if all_cpu_measured {
+                if measured.all_cpu {
                     p.max_abs_lag_ns = p.lag_ns.unsigned_abs();
                 } else {
                     (p.lag_ns, p.max_abs_lag_ns) = (0, 0);
                 }
             }
         }
-        let groups: Vec<ShareReport> = (0..self.group_names.len())
+        processes
+    }
+
+    /// The `groups` table: each group's processes summed (tasks are in no group).
+    fn group_shares(&self, base: &ShareBase, waits: &[Waits]) -> Vec<ShareReport> {
+        let np = self.process_names.len();
+        (0..self.group_names.len())
             .map(|g| {
                 let members: Vec<usize> = (0..np)
                     .filter(|&i| self.entities[i].group == Some(g))
                     .collect();
                 let cpu: u64 = members.iter().map(|&i| self.entities[i].cpu).sum();
                 let ideal: f64 = members.iter().map(|&i| self.entities[i].gps_settled).sum();
-                let wait = members.iter().fold((0, 0, 0), |a, &i| {
-                    (
-                        a.0 + proc_wait[i].0,
-                        a.1 + proc_wait[i].1,
-                        a.2 + proc_wait[i].2,
-                    )
-                });
-                ShareReport {
-                    name: self.group_names[g].clone(),
-                    threads: members.iter().map(|&i| self.entities[i].threads).sum(),
-                    cpu_ns: cpu,
-                    share: cpu as f64 / capacity,
-                    ideal_share: ideal / capacity,
-                    job_share: frac(cpu as f64, job_cpu as f64),
-                    ideal_job_share: frac(ideal, job_ideal),
-                    lag_ns: (ideal - cpu as f64).round() as i64,
-                    max_abs_lag_ns: self.group_max_abs_lag[g].round() as u64,
-                    avg_waiting_ns: wait.0.checked_div(wait.2).unwrap_or(0),
-                    avg_turnaround_ns: wait.1.checked_div(wait.2).unwrap_or(0),
-                    work_done: None,
-                    work_rate: None,
+                let mut wait = Waits::default();
+                for &i in &members {
+                    wait.add(waits[i]);
                 }
+                base.row(
+                    self.group_names[g].clone(),
+                    members.iter().map(|&i| self.entities[i].threads).sum(),
+                    cpu,
+                    ideal,
+                    self.group_max_abs_lag[g],
+                    wait,
+                )
             })
-            .collect();
-        let fair: Vec<&ShareReport> = processes.iter().take(np).collect();
-        let max_abs_share_error = fair
-            .iter()
-            .map(|p| (p.share - p.ideal_share).abs())
-            .fold(0.0, f64::max);
-        let max_abs_job_share_error = fair
-            .iter()
-            .map(|p| (p.job_share - p.ideal_job_share).abs())
-            .fold(0.0, f64::max);
-        let pct: Vec<f64> = fair
-            .iter()
-            .filter(|p| p.ideal_share > 0.0)
-            .map(|p| (p.share - p.ideal_share).abs() / p.ideal_share * 100.0)
-            .collect();
-        let mean_abs_pct_error = if pct.is_empty() {
-            0.0
-        } else {
-            pct.iter().sum::<f64>() / pct.len() as f64
-        };
-        let makespan = self
+            .collect()
+    }
+
+    /// The last finish; the end itself when tasks ran or a thread that arrived never
+    /// finished.
+    fn makespan(&self, end: Nanos) -> Nanos {
+        let unfinished = self
             .threads
+            .iter()
+            .any(|t| t.arrival.is_some() && t.finish.is_none());
+        self.threads
             .iter()
             .filter_map(|t| t.finish)
             .max()
             .unwrap_or(Nanos::ZERO)
-            .max(
-                if self.task_count > 0
-                    || self
-                        .threads
-                        .iter()
-                        .any(|t| t.arrival.is_some() && t.finish.is_none())
-                {
-                    end
-                } else {
-                    Nanos::ZERO
-                },
-            );
-        let div = |a: u64, n: u64| a.checked_div(n).unwrap_or(0);
-        Report {
-            engine: self.engine,
-            policy: self.policy,
-            scenario: self.scenario,
-            cores: self.cores,
-            window_ns: end.0,
-            summary: Summary {
-                avg_waiting_ns: div(sum_wait, n_thr),
-                avg_turnaround_ns: div(sum_turn, n_thr),
-                avg_response_ns: div(sum_resp, n_resp),
-                context_switches: self.measured_totals.map_or(self.switches, |m| m.0),
-                dispatches: self.dispatches,
-                preemptions: self.preemptions,
-                migrations: self.measured_totals.map_or(self.migrations, |m| m.1),
-                deadline_misses: misses,
-                jobs,
-                max_abs_share_error,
-                max_abs_job_share_error,
-                job_cpu_ns: job_cpu,
-                mean_abs_pct_error,
-                max_abs_lag_ns: processes
-                    .iter()
-                    .take(np)
-                    .map(|p| p.max_abs_lag_ns)
-                    .max()
-                    .unwrap_or(0),
-                makespan_ns: makespan.0,
-                utilisation: self.busy_ns as f64 / capacity,
-            },
-            threads,
-            processes,
-            groups,
-            cpus: None,
-            warnings: Vec::new(),
-        }
+            .max(if self.task_count > 0 || unfinished {
+                end
+            } else {
+                Nanos::ZERO
+            })
+    }
+}
+
+/// The summary's fairness errors over `fair`, the processes' rows.
+fn share_errors(fair: &[ShareReport]) -> ShareErrors {
+    let max_abs_share_error = fair
+        .iter()
+        .map(|p| (p.share - p.ideal_share).abs())
+        .fold(0.0, f64::max);
+    let max_abs_job_share_error = fair
+        .iter()
+        .map(|p| (p.job_share - p.ideal_job_share).abs())
+        .fold(0.0, f64::max);
+    let pct: Vec<f64> = fair
+        .iter()
+        .filter(|p| p.ideal_share > 0.0)
+        .map(|p| (p.share - p.ideal_share).abs() / p.ideal_share * 100.0)
+        .collect();
+    let mean_abs_pct_error = if pct.is_empty() {
+        0.0
+    } else {
+        pct.iter().sum::<f64>() / pct.len() as f64
+    };
+    ShareErrors {
+        max_abs_share_error,
+        max_abs_job_share_error,
+        mean_abs_pct_error,
+        max_abs_lag_ns: fair.iter().map(|p| p.max_abs_lag_ns).max().unwrap_or(0),
     }
 }

@@ -306,32 +306,47 @@ fn entry_line(loc: &Locator, span: Option<Range<usize>>, line: usize) -> usize {
     span.map_or(line, |s| loc.line_col(s.start).0)
 }
 
+/// `[policy]`: the name, then each group of parameters in the order the checks have always
+/// run (so a table with two mistakes names the same one first).
 fn parse_policy(
     loc: &Locator,
     p: RawPolicy,
     _span: Option<Range<usize>>,
     cores: usize,
 ) -> Result<PolicySpec, ScenarioError> {
-    let name = PolicyName::parse(p.name.get_ref()).ok_or_else(|| {
+    let name = policy_name(loc, &p.name)?;
+    let mut spec = PolicySpec::new(name);
+    policy_durations(loc, &p, &mut spec)?;
+    policy_counts(loc, &p, &mut spec)?;
+    spec.gang_overhead = gang_overhead(loc, &p, name, cores)?;
+    Ok(spec)
+}
+
+/// `policy.name`: one of [`PolicyName::ALL`], with a suggestion when it is close to one.
+fn policy_name(loc: &Locator, name: &Val<String>) -> Result<PolicyName, ScenarioError> {
+    PolicyName::parse(name.get_ref()).ok_or_else(|| {
         loc.err(
-            p.name.span(),
+            name.span(),
             "policy.name",
             format!(
                 "unknown policy \"{}\"{} (known: {})",
-                p.name.get_ref(),
+                name.get_ref(),
                 crate::validate::did_you_mean(
-                    p.name.get_ref(),
+                    name.get_ref(),
                     PolicyName::ALL.iter().map(|p| p.as_str())
                 ),
-                PolicyName::ALL
-                    .iter()
-                    .map(|p| p.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                PolicyName::known_list()
             ),
         )
-    })?;
-    let mut spec = PolicySpec::new(name);
+    })
+}
+
+/// The time parameters: each a duration greater than zero when given.
+fn policy_durations(
+    loc: &Locator,
+    p: &RawPolicy,
+    spec: &mut PolicySpec,
+) -> Result<(), ScenarioError> {
     let nonzero = |v: &Option<Val<Nanos>>, field: &str| -> Result<Option<Nanos>, ScenarioError> {
         match v {
             Some(d) if d.get_ref().0 == 0 => {
@@ -359,6 +374,12 @@ fn parse_policy(
     if let Some(v) = nonzero(&p.period, "policy.period")? {
         spec.period = v;
     }
+    Ok(())
+}
+
+/// The other scalar parameters: seed, context-switch cost, MLFQ levels and boost, trim and
+/// the load balancer's imbalance percentage (ranges checked here).
+fn policy_counts(loc: &Locator, p: &RawPolicy, spec: &mut PolicySpec) -> Result<(), ScenarioError> {
     if let Some(s) = p.seed {
         spec.seed = s;
     }
@@ -387,6 +408,17 @@ fn parse_policy(
         }
         spec.imbalance_pct = *i.get_ref() as u32;
     }
+    Ok(())
+}
+
+/// `comm` and `cores_per_node`: gang's switch-overhead model, for policy "gang" only and
+/// with `cores_per_node` only beside `comm`.
+fn gang_overhead(
+    loc: &Locator,
+    p: &RawPolicy,
+    name: PolicyName,
+    cores: usize,
+) -> Result<Option<GangOverheadSpec>, ScenarioError> {
     if let Some(n) = &p.cores_per_node {
         if p.comm.is_none() {
             return Err(loc.err(
@@ -403,37 +435,37 @@ fn parse_policy(
             ));
         }
     }
-    if let Some(c) = &p.comm {
-        use crate::gang_overhead::Pattern;
-        let pattern = Pattern::ALL
-            .into_iter()
-            .find(|x| x.as_str() == c.get_ref())
-            .ok_or_else(|| {
-                loc.err(
-                    c.span(),
-                    "policy.comm",
-                    format!(
-                        "unknown communication pattern \"{}\" (none, neighbour, all-to-all)",
-                        c.get_ref()
-                    ),
-                )
-            })?;
-        if name != PolicyName::Gang {
-            return Err(loc.err(
+    let Some(c) = &p.comm else {
+        return Ok(None);
+    };
+    use crate::gang_overhead::Pattern;
+    let pattern = Pattern::ALL
+        .into_iter()
+        .find(|x| x.as_str() == c.get_ref())
+        .ok_or_else(|| {
+            loc.err(
                 c.span(),
                 "policy.comm",
-                "the switch-overhead model applies to policy \"gang\" only",
-            ));
-        }
-        spec.gang_overhead = Some(GangOverheadSpec {
-            cores_per_node: p
-                .cores_per_node
-                .as_ref()
-                .map_or(1, |n| *n.get_ref() as usize),
-            pattern,
-        });
+                format!(
+                    "unknown communication pattern \"{}\" (none, neighbour, all-to-all)",
+                    c.get_ref()
+                ),
+            )
+        })?;
+    if name != PolicyName::Gang {
+        return Err(loc.err(
+            c.span(),
+            "policy.comm",
+            "the switch-overhead model applies to policy \"gang\" only",
+        ));
     }
-    Ok(spec)
+    Ok(Some(GangOverheadSpec {
+        cores_per_node: p
+            .cores_per_node
+            .as_ref()
+            .map_or(1, |n| *n.get_ref() as usize),
+        pattern,
+    }))
 }
 
 /// Checks a name and records it in `seen`, its namespace.

@@ -85,6 +85,16 @@ impl PolicyName {
     pub fn parse(s: &str) -> Option<PolicyName> {
         PolicyName::ALL.iter().copied().find(|p| p.as_str() == s)
     }
+
+    /// Every policy name, comma-separated in [`PolicyName::ALL`]'s order: the "(known: …)"
+    /// list of an unknown-policy error, written once for the file parser and the overrides.
+    pub fn known_list() -> String {
+        PolicyName::ALL
+            .iter()
+            .map(|p| p.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 impl fmt::Display for PolicyName {

@@ -1,9 +1,9 @@
 //! `schedkit experiment fidelity`: how far the simulator's models of the kernel's fair class
 //! (`eevdf`, `cfs`) are from the kernel itself, scenario by scenario and metric by metric.
 //!
-//! Each scenario file is run for real (`policy = "default"`: the kernel's scheduler; the
-//! binary does it through a [`RealRunner`], repeated) and simulated under each model from the
-//! same file. Both sides are reduced to a [`Measure`]:
+//! Each scenario file is run for real (`policy = "default"`: the kernel's scheduler; through a
+//! [`RealRunner`], repeated: [`KernelRunner`] is the real engine's) and simulated under each
+//! model from the same file. Both sides are reduced to a [`Measure`]:
 //!
 //! | metric | real (kernel) | sim (trace) |
 //! |---|---|---|
@@ -33,6 +33,9 @@ use schedkit_core::trace::{Event, Reason, TraceLog};
 use schedkit_render::chart::{grid, Axis, BarChart, BarSeries, Chart};
 use serde::Serialize;
 
+mod kernel;
+pub use kernel::{load_scenarios, parse_models, scenario_files, KernelRunner};
+
 /// What one run (real or simulated) of one scenario measured.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Measure {
@@ -54,7 +57,8 @@ pub struct Measure {
     pub migrations_per_s: f64,
 }
 
-/// Runs a scenario on the real kernel (the binary implements it with the real engine).
+/// Runs a scenario on the real kernel ([`KernelRunner`] with the real engine; tests may
+/// supply their own).
 pub trait RealRunner {
     /// Runs `scenario` once under the kernel's own scheduler.
     fn run(&mut self, scenario: &Scenario) -> Result<Measure, Error>;

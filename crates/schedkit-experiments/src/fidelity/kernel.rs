@@ -1,0 +1,149 @@
+//! The real side of the experiment: [`KernelRunner`] runs a scenario file on this machine
+//! under the kernel's own scheduler through the real engine (as `schedkit run` does, queueing
+//! behind other runs on the machine lease) and reduces it to a [`Measure`] from the kernel's
+//! per-thread counts: schedstat CPU time and run-queue delay, voluntary and involuntary
+//! switches, perf migrations, and the wake-up latencies the `pattern` workload records. Also
+//! what the command line needs before a run: the default files, the models and the check that
+//! every file runs under the kernel's scheduler.
+
+use super::{quantile, response_ms, shares, Measure, RealRunner};
+use crate::Error;
+use schedkit_core::report::Metrics;
+use schedkit_core::scenario::{PolicyName, Scenario};
+use schedkit_linux::engine::{self, RunOptions, RunPolicy};
+use schedkit_linux::perf::{CounterKind, Reading};
+use schedkit_linux::workload;
+use std::path::{Path, PathBuf};
+
+/// The real engine as the experiment's runner.
+pub struct KernelRunner;
+
+impl RealRunner for KernelRunner {
+    fn run(&mut self, sc: &Scenario) -> Result<Measure, Error> {
+        let fail = |m: String| Error::Run {
+            scenario: sc.file().to_string(),
+            message: m,
+        };
+        let _ = workload::take_wake_latencies();
+        let o = engine::run(sc, RunOptions::new(RunPolicy::Default))
+            .map_err(|e| fail(e.to_string()))?;
+        let end_ns = o.end.0.max(1) as f64;
+        let cores = o.cores as f64;
+        let mut metrics = Metrics::new(&o.scenario, "run", o.cores);
+        for e in &o.events {
+            schedkit_core::trace::TraceSink::record(&mut metrics, e);
+        }
+        let report = metrics.finish(o.end);
+        let names: Vec<String> = sc
+            .processes()
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect();
+        let per = |f: &dyn Fn(&engine::ThreadOutcome) -> u64| -> Vec<f64> {
+            names
+                .iter()
+                .map(|n| {
+                    o.threads
+                        .iter()
+                        .filter(|t| &t.process == n)
+                        .map(f)
+                        .sum::<u64>() as f64
+                })
+                .collect()
+        };
+        let cpu = per(&|t| t.cpu_ns);
+        let wait = per(&|t| t.runqueue_wait_ns);
+        let nthreads: Vec<f64> = sc.processes().iter().map(|p| p.threads() as f64).collect();
+        let switches: u64 = o
+            .threads
+            .iter()
+            .map(|t| t.voluntary_switches + t.involuntary_switches)
+            .sum();
+        let perf_migrations: Option<u64> = o
+            .processes
+            .iter()
+            .map(|p| {
+                p.counters.iter().find_map(|(k, r)| match (k, r) {
+                    (CounterKind::CpuMigrations, Reading::Value { value, .. }) => Some(*value),
+                    _ => None,
+                })
+            })
+            .sum();
+        let migrations =
+            perf_migrations.unwrap_or_else(|| o.threads.iter().map(|t| t.migrations_seen).sum());
+        let mut wakes: Vec<u64> = workload::take_wake_latencies()
+            .into_iter()
+            .flat_map(|w| w.samples)
+            .collect();
+        Ok(Measure {
+            share_pct: shares(&cpu),
+            job_pct: 100.0 * cpu.iter().sum::<f64>() / (end_ns * cores),
+            wait_ms: wait
+                .iter()
+                .zip(&nthreads)
+                .map(|(w, n)| w / 1e6 / n)
+                .collect(),
+            wait_all_ms: wait.iter().sum::<f64>() / 1e6 / nthreads.iter().sum::<f64>(),
+            response_ms: response_ms(sc, &report),
+            wake_p50_us: quantile(&mut wakes, 0.5).map(|x| x / 1e3),
+            wake_p99_us: quantile(&mut wakes, 0.99).map(|x| x / 1e3),
+            wakeups: wakes.len(),
+            switches_per_s: switches as f64 / (end_ns / 1e9),
+            migrations_per_s: migrations as f64 / (end_ns / 1e9),
+            names,
+        })
+    }
+}
+
+/// The scenario files of the experiment: `files`, or every `*.toml` of `dir` (the command
+/// line's `examples/fidelity`) in name order when none is named.
+pub fn scenario_files(files: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    if !files.is_empty() {
+        return Ok(files.to_vec());
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| {
+            Error::Failed(format!(
+                "{}: {e} (run from the repository root or name files)",
+                dir.display()
+            ))
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// `--models`: each `eevdf` or `cfs`.
+pub fn parse_models(models: &[String]) -> Result<Vec<PolicyName>, Error> {
+    models
+        .iter()
+        .map(|m| match PolicyName::parse(m) {
+            Some(p @ (PolicyName::Eevdf | PolicyName::Cfs)) => Ok(p),
+            _ => Err(Error::bad_option(
+                "models",
+                m,
+                "the models are eevdf and cfs",
+            )),
+        })
+        .collect()
+}
+
+/// Loads the scenario files, each of which must run under `policy = "default"`.
+pub fn load_scenarios(files: &[PathBuf]) -> Result<Vec<Scenario>, Error> {
+    let scenarios = files
+        .iter()
+        .map(|f| Scenario::load(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    for s in &scenarios {
+        if s.policy().name() != PolicyName::Default {
+            return Err(Error::bad_option(
+                "files",
+                s.file(),
+                "a fidelity scenario runs under policy = \"default\" (the kernel's scheduler)",
+            ));
+        }
+    }
+    Ok(scenarios)
+}
