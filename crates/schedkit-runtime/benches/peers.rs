@@ -53,31 +53,6 @@ fn rayon_pool(workers: usize, pin: Option<usize>) -> rayon::ThreadPool {
     b.build().unwrap()
 }
 
-/// How long one sample of a fork-join side lasts at least (on a quiet machine). Longer than the
-/// kernel's time slices: a sample of a few milliseconds beside CPU hogs either fits between
-/// two of a hog's slices or waits out one, and its median then says which happened more often
-/// in that process, not how fast the pool is (samples of 0.4 ms of fib(22) ran at 140 ns or at
-/// 2-5 us per join beside two hogs, one or the other, for either pool).
-const FORK_JOIN_SAMPLE: std::time::Duration = std::time::Duration::from_millis(60);
-
-/// fib(n) runs per sample: enough for [`FORK_JOIN_SAMPLE`] by the fastest of three timed runs
-/// of `run` (the same count then serves both sides).
-fn reps_for(o: &Opts, mut run: impl FnMut()) -> u64 {
-    if o.smoke {
-        return 1;
-    }
-    let best = (0..3)
-        .map(|_| {
-            let t = Instant::now();
-            run();
-            t.elapsed()
-        })
-        .min()
-        .unwrap_or_default()
-        .max(std::time::Duration::from_micros(1));
-    (FORK_JOIN_SAMPLE.as_nanos() / best.as_nanos()).max(1) as u64
-}
-
 /// fib(N) with `join`, PAWS against Rayon, one and all workers, cutoff 0 (every call forks)
 /// and 10 (the leaves below n = 10 run sequentially): the time per join.
 fn fork_join(o: &Opts) {
@@ -96,7 +71,7 @@ fn fork_join(o: &Opts) {
                 let expect = fib_seq(n);
                 assert_eq!(pool.install(|| fib_paws(n, cutoff)), expect);
                 assert_eq!(rp.install(|| fib_rayon(n, cutoff)), expect);
-                let reps = reps_for(o, || {
+                let reps = ab::reps_for(o, || {
                     black_box(pool.install(|| fib_paws(black_box(n), cutoff)));
                 });
                 let ops = joins(n, cutoff) * reps;
