@@ -27,11 +27,14 @@ def read_cases(path):
 
 
 def read_uptime(path):
-    try:
-        with open(path + ".uptime") as f:
-            return [l.strip() for l in f if l.strip()]
-    except OSError:
-        return []
+    # X.jsonl.uptime as bench-runtime.sh writes it; X.uptime as it keeps it beside the page.
+    for p in (path + ".uptime", os.path.splitext(path)[0] + ".uptime"):
+        try:
+            with open(p) as f:
+                return [l.strip() for l in f if l.strip()]
+        except OSError:
+            pass
+    return []
 
 
 def ns(v):
