@@ -255,10 +255,11 @@ fn wake_owner(owner: usize) {
 
 /// How a worker waits for a stolen half (or a scope) when there is nothing to steal: a few
 /// busy rounds (the thief is often about to finish), then rounds of `yield_now`, then sleep
-/// (Rayon's `wait_until` does the same). A busy wait is wrong on a CPU shared with other
-/// programs: the spinning worker uses up its own share of the CPU doing nothing, so when it
-/// has work again the kernel runs the other program first, and a pinned worker cannot move
-/// to a freer CPU. Yielding and sleeping keep that share for when the thief's result comes.
+/// (Rayon's `wait_until` does the same). The reason: on a CPU shared with other programs, a
+/// worker that spins for a whole wait uses up its own share of that CPU doing nothing, so
+/// when it has work again the kernel may run the other program first, and a pinned worker
+/// cannot move to a freer CPU. Beside two CPU hogs the gain was within the benchmark's noise
+/// (docs/results/runtime.md); the change is for the principle, not a measured speed-up.
 #[derive(Default)]
 struct Backoff {
     rounds: u32,
