@@ -27,11 +27,14 @@ def read_cases(path):
 
 
 def read_uptime(path):
-    try:
-        with open(path + ".uptime") as f:
-            return [l.strip() for l in f if l.strip()]
-    except OSError:
-        return []
+    # X.jsonl.uptime as bench-runtime.sh writes it; X.uptime as it keeps it beside the page.
+    for p in (path + ".uptime", os.path.splitext(path)[0] + ".uptime"):
+        try:
+            with open(p) as f:
+                return [l.strip() for l in f if l.strip()]
+        except OSError:
+            pass
+    return []
 
 
 def ns(v):
@@ -93,6 +96,38 @@ def main():
     for g, _ in order:
         if g not in groups:
             groups.append(g)
+    # The ratios of both runs side by side, so that a reader sees how each holds under load.
+    w("## Summary: schedkit's time over the peer's, as the machine is and beside two hogs\n\n")
+    w("Median ratio over the rounds' medians (below 1: schedkit faster), with the range of "
+      "the per-round ratios; the 1-minute load average before each case in brackets.\n\n")
+    w(f"| group | case | schedkit / peer | {data[0][0]} | {data[1][0]} |\n")
+    w("|---|---|---|---:|---:|\n")
+    for g, case in order:
+        cells = []
+        names = None
+        for _, cases, _ in data:
+            c = cases.get((g, case))
+            if c is None:
+                cells.append(None)
+                continue
+            names = [s["name"] for s in c["sides"]]
+            cells.append(c)
+        if names is None:
+            continue
+        for i, peer in enumerate(names[1:], start=1):
+            row = []
+            for c in cells:
+                if c is None:
+                    row.append("not run")
+                    continue
+                r = c["sides"][i]["ratio"]
+                load = c["load_before"].split()[0]
+                row.append(f"**{r['of_medians']:.2f}x** ({r['round_min']:.2f} .. "
+                           f"{r['round_max']:.2f}) [{load}]")
+            w(f"| {g} | {case} ({c['unit'] if c else ''}) | {names[0]} / {peer} | "
+              + " | ".join(row) + " |\n")
+    w("\n")
+
     for g in groups:
         w(f"## {g}\n\n")
         w("| case | schedkit | peer | load 1-min before | schedkit per op | peer per op | ratio |\n")

@@ -57,8 +57,6 @@ fn rayon_pool(workers: usize, pin: Option<usize>) -> rayon::ThreadPool {
 /// and 10 (the leaves below n = 10 run sequentially): the time per join.
 fn fork_join(o: &Opts) {
     let n: u64 = if o.smoke { 12 } else { 22 };
-    // Enough fib(n) runs per sample for several milliseconds at one worker.
-    let reps = if o.smoke { 1 } else { 20 };
     let mut counts = vec![1];
     if all_workers() > 1 {
         counts.push(all_workers());
@@ -73,6 +71,9 @@ fn fork_join(o: &Opts) {
                 let expect = fib_seq(n);
                 assert_eq!(pool.install(|| fib_paws(n, cutoff)), expect);
                 assert_eq!(rp.install(|| fib_rayon(n, cutoff)), expect);
+                let reps = ab::reps_for(o, || {
+                    black_box(pool.install(|| fib_paws(black_box(n), cutoff)));
+                });
                 let ops = joins(n, cutoff) * reps;
                 let case = format!("fib{n}_cut{cutoff}_w{workers}_{pin_name}");
                 compare(

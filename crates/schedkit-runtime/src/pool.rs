@@ -49,7 +49,10 @@ pub struct PoolConfig {
     /// SCHED_FIFO priority for the workers (1..=99); `None`: leave SCHED_OTHER.
     pub fifo_priority: Option<u32>,
     pub queue: QueueKind,
-    /// How long an idle lock-free worker spins before parking (default 20 us).
+    /// How long an idle lock-free worker polls the queue before parking (default 20 us).
+    /// Polling pays where the submitter has a CPU of its own ([`PoolConfig::exclusive`]);
+    /// with a worker pinned on every CPU, polling workers take the submitter's CPU: a batch
+    /// of 10,000 tiny tasks took 2.2-3.2x as long as with 0 here (docs/results/runtime.md).
     pub spin: Duration,
 }
 
@@ -267,8 +270,15 @@ impl Pool {
             } => {
                 q.push(job);
                 if sleeping.load(SeqCst) > 0 {
+                    // Claim the parked worker (its flag goes false here), so that the pushes
+                    // that follow before it runs do not take the lock and unpark it again:
+                    // on a loaded machine a woken worker may wait milliseconds for a CPU, and
+                    // a batch submitted meanwhile would pay that on every push.
                     for (t, parked) in threads.lock().iter() {
-                        if parked.load(SeqCst) {
+                        if parked
+                            .compare_exchange(true, false, SeqCst, Relaxed)
+                            .is_ok()
+                        {
                             t.unpark();
                             break;
                         }
@@ -306,12 +316,21 @@ fn worker(inner: &Inner, parked: &AtomicBool) {
             }
             let until = Instant::now() + inner.spin;
             let mut got = None;
+            let mut rounds = 0u32;
             while Instant::now() < until {
                 if let Some(j) = q.pop() {
                     got = Some(j);
                     break;
                 }
-                std::hint::spin_loop();
+                // A few busy rounds, then yields: a worker that spins on a CPU it shares
+                // with the submitter (or any other program) keeps the submitter from
+                // pushing, and uses up its own share of the CPU for nothing.
+                rounds += 1;
+                if rounds <= SPIN_BUSY_ROUNDS {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
             }
             if let Some(j) = got {
                 run_job(j);
@@ -332,6 +351,10 @@ fn worker(inner: &Inner, parked: &AtomicBool) {
         },
     }
 }
+
+/// Busy polls of an idle lock-free worker before it polls with `yield_now` (for the rest of
+/// `PoolConfig::spin`).
+const SPIN_BUSY_ROUNDS: u32 = 64;
 
 /// Runs a task; a panic in a task without a handle is reported and does not kill the worker.
 fn run_job(j: Job) {

@@ -183,6 +183,36 @@ fn scope_join_and_parallel_borrow_from_the_job() {
     assert!(!r.jobs[0].panicked);
 }
 
+/// The owner of a stolen half that has nothing else to do backs off and sleeps; the thief that
+/// finishes the half must wake it (a lost wake-up would leave the join to the idle park's
+/// time-out at best). The half `a` holds its owner until a thief has taken `b` (or a second
+/// has passed: with one CPU the other worker may not run, and then `b` is simply popped back),
+/// and `b` lasts long enough for the owner to reach its sleep.
+#[test]
+fn a_join_whose_half_was_stolen_sleeps_and_is_woken_by_the_thief() {
+    let pool = RtPool::new(RtConfig::quiet(Mode::Paws, 2)).unwrap();
+    for round in 0..20u64 {
+        let taken = std::sync::atomic::AtomicBool::new(false);
+        let (a, b) = pool.install(|| {
+            paws::join(
+                || {
+                    let t = std::time::Instant::now();
+                    while !taken.load(Acquire) && t.elapsed() < Duration::from_secs(1) {
+                        std::thread::yield_now();
+                    }
+                    round
+                },
+                || {
+                    taken.store(true, Release);
+                    std::thread::sleep(Duration::from_millis(5));
+                    round * 2
+                },
+            )
+        });
+        assert_eq!((a, b), (round, round * 2));
+    }
+}
+
 #[test]
 fn plain_join_computes_on_the_pool() {
     fn fib(n: u64) -> u64 {

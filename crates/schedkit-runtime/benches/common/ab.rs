@@ -245,3 +245,29 @@ pub fn pin_to_nth(i: usize) {
         let _ = schedkit_linux::affinity::pin_current(cpus[i % cpus.len()]);
     }
 }
+
+/// How long one sample lasts at least, for the cases whose single operation is short (a fib(22)
+/// run, a batch of 10,000 tasks): longer than the kernel's time slices. A sample of a few
+/// milliseconds beside CPU hogs either fits between two of a hog's slices or waits out one or
+/// more, so its time is one of two modes (fib(22) beside two hogs: 140 ns or 2-5 us per join;
+/// a 10,000-task batch: 70-100 ns or 1-7 us per task, for every pool) and a median over such
+/// samples says which mode came up more often in that process, not how fast the side is.
+pub const SAMPLE: Duration = Duration::from_millis(60);
+
+/// How many times a sample repeats `run` to last [`SAMPLE`], by the fastest of three timed
+/// runs (the same count then serves every side of the case); 1 in a smoke run.
+pub fn reps_for(o: &Opts, mut run: impl FnMut()) -> u64 {
+    if o.smoke {
+        return 1;
+    }
+    let best = (0..3)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            run();
+            t.elapsed()
+        })
+        .min()
+        .unwrap_or_default()
+        .max(Duration::from_micros(1));
+    (SAMPLE.as_nanos() / best.as_nanos()).max(1) as u64
+}

@@ -6,8 +6,11 @@
 //!   submitted, then the gates open: push + pop + run per task, no wake-up anywhere.
 //! - `wake`: every worker parked (2 ms of nothing first), one task submitted: the time from
 //!   the submission to the task's first instruction.
-//! - `batch`: 10,000 tasks submitted from one thread right after the previous sample, then
+//! - `batch`: 10,000 tasks submitted from one thread right after the previous batch, then
 //!   waited for (the figure docs/experiments.md used to quote): queue and wake-ups mixed.
+//!
+//! A `queue` or `batch` sample repeats its 10,000 tasks for at least `ab::SAMPLE` (60 ms):
+//! one batch takes under a millisecond, shorter than a time slice of a program beside it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Barrier};
@@ -152,9 +155,18 @@ fn batch(p: &Peer, tasks: usize) -> (Duration, u64) {
     (t.elapsed(), tasks as u64)
 }
 
-/// One side per pool, each running `f` on its pool.
-fn sides<'a>(ps: &'a [Peer], f: &'a dyn Fn(&Peer) -> (Duration, u64)) -> Vec<Side<'a>> {
-    ps.iter().map(|p| Side::new(p.name, move || f(p))).collect()
+/// One side per pool, each running `f` on its pool `reps` times per sample.
+fn sides<'a>(ps: &'a [Peer], reps: u64, f: &'a dyn Fn(&Peer) -> (Duration, u64)) -> Vec<Side<'a>> {
+    ps.iter()
+        .map(|p| {
+            Side::new(p.name, move || {
+                (0..reps).fold((Duration::ZERO, 0), |(d, n), _| {
+                    let (d1, n1) = f(p);
+                    (d + d1, n + n1)
+                })
+            })
+        })
+        .collect()
 }
 
 pub fn bench(o: &Opts) {
@@ -168,13 +180,16 @@ pub fn bench(o: &Opts) {
         let workers = if all > 1 { all - 1 } else { 1 };
         let ps = peers(workers, pin.then_some(if all > 1 { 1 } else { 0 }));
         let restore = pin.then(pin_submitter);
+        let reps = ab::reps_for(o, || {
+            queue(&ps[0], workers, tasks);
+        });
         compare(
             o,
             "pool",
             &format!("queue{tasks}_w{workers}_{pin_name}"),
             "task",
             workers + 1,
-            sides(&ps, &|p| queue(p, workers, tasks)),
+            sides(&ps, reps, &|p| queue(p, workers, tasks)),
         );
         if let Some(cpus) = restore {
             let _ = schedkit_linux::affinity::set_thread(0, &cpus);
@@ -190,15 +205,18 @@ pub fn bench(o: &Opts) {
             &case("wake"),
             "wake-up",
             workers,
-            sides(&ps, &|p| wake(p, wakes)),
+            sides(&ps, 1, &|p| wake(p, wakes)),
         );
+        let reps = ab::reps_for(o, || {
+            batch(&ps[0], tasks);
+        });
         compare(
             o,
             "pool",
             &case(&format!("batch{tasks}")),
             "task",
             workers,
-            sides(&ps, &|p| batch(p, tasks)),
+            sides(&ps, reps, &|p| batch(p, tasks)),
         );
     }
 }

@@ -31,11 +31,20 @@ struct JobRef {
 // waits for that), and the closure inside is Send.
 unsafe impl Send for JobRef {}
 
+/// [`StackJob::state`]: not finished, or finished; any larger value `ASLEEP + i`: not
+/// finished and its owner, worker i, asleep waiting for it (the thief that finishes it must
+/// unpark worker i). The owner's index travels in the state itself: once the thief has
+/// published DONE the owner may return and free the job, so the thief must not read the job
+/// after its swap, and a separate field would cost every join a store.
+const PENDING: usize = 0;
+const DONE: usize = 1;
+const ASLEEP: usize = 2;
+
 /// A closure in its owner's stack frame, run by whoever takes the JobRef.
 struct StackJob<F, R> {
     f: UnsafeCell<Option<F>>,
     result: UnsafeCell<Option<std::thread::Result<R>>>,
-    done: AtomicBool,
+    state: AtomicUsize,
 }
 
 impl<F: FnOnce() -> R, R> StackJob<F, R> {
@@ -43,7 +52,7 @@ impl<F: FnOnce() -> R, R> StackJob<F, R> {
         StackJob {
             f: UnsafeCell::new(Some(f)),
             result: UnsafeCell::new(None),
-            done: AtomicBool::new(false),
+            state: AtomicUsize::new(PENDING),
         }
     }
 
@@ -51,7 +60,10 @@ impl<F: FnOnce() -> R, R> StackJob<F, R> {
         let this = &*(p as *const Self);
         let f = (*this.f.get()).take().unwrap();
         *this.result.get() = Some(std::panic::catch_unwind(AssertUnwindSafe(f)));
-        this.done.store(true, Release);
+        let prev = this.state.swap(DONE, AcqRel);
+        if prev >= ASLEEP {
+            wake_owner(prev - ASLEEP);
+        }
     }
 
     fn as_ref(&self, deadline: u64) -> JobRef {
@@ -176,24 +188,21 @@ where
         wake_one(unsafe { &*c.shared });
     }
     let ra = std::panic::catch_unwind(AssertUnwindSafe(a));
-    // Take b back if nobody stole it; else run other work until the thief is done.
-    loop {
-        if job_b.done.load(Acquire) {
-            break;
+    // Take b back if nobody stole it (it is on top of the deque: `a`'s own pushes are popped
+    // by `a`'s joins); else wait for the thief, running other work meanwhile.
+    match c.deque.pop() {
+        Some(j) if std::ptr::eq(j.ptr, &job_b as *const _ as *const ()) => {
+            let f = unsafe { (*job_b.f.get()).take().unwrap() };
+            let rb = std::panic::catch_unwind(AssertUnwindSafe(f));
+            return finish(ra, rb);
         }
-        match c.deque.pop() {
-            Some(j) if std::ptr::eq(j.ptr, &job_b as *const _ as *const ()) => {
-                let f = unsafe { (*job_b.f.get()).take().unwrap() };
-                let rb = std::panic::catch_unwind(AssertUnwindSafe(f));
-                return finish(ra, rb);
-            }
-            Some(j) => unsafe { (j.exec)(j.ptr) },
-            None => {
-                if !steal_one(c, plain) {
-                    std::hint::spin_loop();
-                }
-            }
+        Some(j) => {
+            // b was stolen; j is a caller's further up this stack: back where it was, for
+            // the wait to run only if b is not done yet.
+            c.deque.push(j);
+            wait_stolen(c, &job_b.state);
         }
+        None => wait_stolen(c, &job_b.state),
     }
     let rb = unsafe { (*job_b.result.get()).take().unwrap() };
     finish(ra, rb)
@@ -204,6 +213,98 @@ fn finish<RA, RB>(ra: std::thread::Result<RA>, rb: std::thread::Result<RB>) -> (
         (Ok(a), Ok(b)) => (a, b),
         (Err(p), _) | (_, Err(p)) => std::panic::resume_unwind(p),
     }
+}
+
+/// The owner of a stolen half waits until `state` is DONE, running its own deque's and
+/// stolen work meanwhile, then backing off ([`Backoff`]) and at last sleeping until the thief
+/// wakes it. Out of line: most joins take their half back and never come here.
+#[cold]
+#[inline(never)]
+fn wait_stolen(c: &Ctx, state: &AtomicUsize) {
+    // SAFETY: the Shared outlives its workers.
+    let sh = unsafe { &*c.shared };
+    let plain = &sh.plain;
+    let mut idle = Backoff::default();
+    while state.load(Acquire) != DONE {
+        if let Some(j) = c.deque.pop() {
+            unsafe { (j.exec)(j.ptr) };
+            idle = Backoff::default();
+        } else if steal_one(c, plain) {
+            idle = Backoff::default();
+        } else if idle.snooze() {
+            sleep_on(sh, c.index, state);
+            idle = Backoff::default();
+        }
+    }
+}
+
+/// A thief finished the half of worker `owner`, which is asleep waiting for it.
+#[cold]
+fn wake_owner(owner: usize) {
+    let c = ctx();
+    if c.is_null() {
+        return;
+    }
+    // SAFETY: a thief is a worker of the owner's pool (only its workers steal), and the
+    // Shared outlives them.
+    let sh = unsafe { &*(*c).shared };
+    if let Some(t) = sh.workers[owner].thread.get() {
+        t.unpark();
+    }
+}
+
+/// How a worker waits for a stolen half (or a scope) when there is nothing to steal: a few
+/// busy rounds (the thief is often about to finish), then rounds of `yield_now`, then sleep
+/// (Rayon's `wait_until` does the same). The reason: on a CPU shared with other programs, a
+/// worker that spins for a whole wait uses up its own share of that CPU doing nothing, so
+/// when it has work again the kernel may run the other program first, and a pinned worker
+/// cannot move to a freer CPU. Beside two CPU hogs the gain was within the benchmark's noise
+/// (docs/results/runtime.md); the change is for the principle, not a measured speed-up.
+#[derive(Default)]
+struct Backoff {
+    rounds: u32,
+}
+
+/// Busy rounds, then yields, then [`Backoff::snooze`] says sleep.
+const BUSY_ROUNDS: u32 = 16;
+const YIELD_ROUNDS: u32 = 32;
+
+impl Backoff {
+    /// One idle round; true when the caller should sleep now.
+    fn snooze(&mut self) -> bool {
+        self.rounds += 1;
+        if self.rounds <= BUSY_ROUNDS {
+            for _ in 0..(1 << self.rounds.min(6)) {
+                std::hint::spin_loop();
+            }
+            false
+        } else if self.rounds <= BUSY_ROUNDS + YIELD_ROUNDS {
+            std::thread::yield_now();
+            false
+        } else {
+            true
+        }
+    }
+}
+
+/// The owner of a stolen half sleeps until the thief finishes it (the thief unparks it, see
+/// `StackJob::execute`) or until new plain work may be there to take: meanwhile it counts as
+/// a parked idle worker, so that a push wakes it as it wakes any idle worker.
+fn sleep_on(sh: &Shared, core: usize, state: &AtomicUsize) {
+    let plain = &sh.plain;
+    plain.parked[core].store(true, SeqCst);
+    plain.sleeping.fetch_add(1, SeqCst);
+    // Announced before the last look (as in `run_plain`): a thief that finishes now sees
+    // ASLEEP + core and unparks us; a push now sees us in `sleeping`.
+    let asleep = match state.compare_exchange(PENDING, ASLEEP + core, AcqRel, Acquire) {
+        Ok(_) => true,
+        Err(s) => s != DONE,
+    };
+    if asleep && !plain.has_work() {
+        super::worker::park(sh);
+    }
+    plain.sleeping.fetch_sub(1, SeqCst);
+    plain.parked[core].store(false, SeqCst);
 }
 
 /// Steals one plain job (injector first, then a random other worker's deque top) and runs it
@@ -432,11 +533,17 @@ pub fn scope<'env, R>(f: impl FnOnce(&Scope<'env>) -> R) -> R {
         // SAFETY: our own worker context.
         let c = unsafe { &*c };
         let plain = unsafe { &(*c.shared).plain };
+        // No sleeping here (no thief knows to wake a scope's owner): busy rounds, then
+        // yields, as `join` does before it sleeps.
+        let mut idle = Backoff::default();
         while s.pending.load(Acquire) > 0 {
             if let Some(j) = c.deque.pop() {
                 unsafe { (j.exec)(j.ptr) };
-            } else if !steal_one(c, plain) {
-                std::hint::spin_loop();
+                idle = Backoff::default();
+            } else if steal_one(c, plain) {
+                idle = Backoff::default();
+            } else if idle.snooze() {
+                idle.rounds = BUSY_ROUNDS;
             }
         }
     }
