@@ -296,7 +296,9 @@ mod tests {
                     cpu_ns: cpu[i],
                 })
                 .collect();
-            let next = trim.tick(p * dt as u64, &ents).unwrap_or(pending.clone());
+            let next = trim
+                .tick(p * dt as u64, &ents)
+                .unwrap_or_else(|| pending.clone());
             let got = kernel(&written, &bias, &runnable, 2.0, dt);
             (written, pending) = (pending, next);
             first.push(got[0] / (got[0] + got[1]));

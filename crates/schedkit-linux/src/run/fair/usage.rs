@@ -57,7 +57,10 @@ impl Usage {
         }
         if cg.parent().join("cpuacct.usage").exists() {
             return Ok(Some(Usage::CoMounted(
-                dirs().into_iter().map(|d| d.join("cpuacct.usage")).collect(),
+                dirs()
+                    .into_iter()
+                    .map(|d| d.join("cpuacct.usage"))
+                    .collect(),
             )));
         }
         let Some(mount) = crate::jobcg::mounts(roots)
@@ -77,8 +80,7 @@ impl Usage {
                 tasks_file: "tasks".into(),
                 back: back.clone(),
             })?;
-            std::fs::create_dir(path)
-                .map_err(|e| Error::io(format!("mkdir {}", path.display()), e))
+            std::fs::create_dir(path).map_err(|e| Error::io(format!("mkdir {}", path.display()), e))
         };
         mkdir(journal, &parent)?;
         let mut out = Vec::new();
