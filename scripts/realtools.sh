@@ -9,8 +9,10 @@
 #     and beside A, schedkit's own stall figure for the same run (longest stall of the job,
 #     from its samples) to hold against cyclictest's.
 # (b) process-fair with hackbench (-g 10: 400 tasks) beside a one-thread hog (stress-ng
-#     --cpu 1): each process's share of the job's CPU time (job_share), against half. (The
-#     commands' own output goes to /dev/null: the report is on stdout.)
+#     --cpu 1): each process's share of the job's CPU time against half, by the kernel's
+#     per-cgroup accounting (the fair report's `entity_cpu_ns`: every task, ended ones too),
+#     and beside it the report's sampled `job_share`; the 1-minute load at the start of
+#     each round. (The commands' own output goes to /dev/null: the report is on stdout.)
 #
 # Usage: scripts/realtools.sh [ROUNDS] [SECONDS]   (env SCHEDKIT=path/to/schedkit,
 #        PARTS="a b")
@@ -82,21 +84,27 @@ command = ["sh", "-c", "exec hackbench -g 10 -l 1000000000 > /dev/null"]
 name = "hog"
 command = ["sh", "-c", "exec stress-ng --cpu 1 --timeout $((SECS + 10))s > /dev/null 2>&1"]
 TOML
-  printf '%-6s %14s %10s %16s %12s\n' round hackbench_job% hog_job% 'max_err_pp' machine_%
+  printf '%-6s %8s %14s %10s %12s %16s %12s\n' round load1 hackbench_job% hog_job% max_err_pp sampled_hb/hog% machine_%
   : > "$work/b"
   for r in $(seq "$ROUNDS"); do
-    $B run "$work/fair.toml" --wait --no-perf --json > "$work/j.json" 2> "$work/err" \
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    $B run "$work/fair.toml" --wait --no-perf --json --linux-json "$work/l.json" > "$work/j.json" 2> "$work/err" \
       || { echo "schedkit run failed:"; cat "$work/err"; continue; }
-    python3 - "$work/j.json" "$r" >> "$work/b" <<'PY'
+    python3 - "$work/j.json" "$work/l.json" "$r" "$load" >> "$work/b" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
-p = {x["name"]: x for x in j["processes"]}
-hb, hog = p["hackbench"]["job_share"] * 100, p["hog"]["job_share"] * 100
+acct = dict(json.load(open(sys.argv[2]))["fair"]["entity_cpu_ns"])
+total = sum(acct.values()) or 1
+hb, hog = acct.get("hackbench", 0) * 100 / total, acct.get("hog", 0) * 100 / total
 err = max(abs(hb - 50), abs(hog - 50))
-mach = sum(x["share"] for x in j["processes"]) * 100
-print(f"{sys.argv[2]:<6} {hb:14.1f} {hog:10.1f} {err:16.1f} {mach:12.1f}")
+p = {x["name"]: x for x in j["processes"]}
+sampled = f'{p["hackbench"]["job_share"] * 100:.1f}/{p["hog"]["job_share"] * 100:.1f}'
+mach = total / (j["window_ns"] * j["cores"]) * 100
+print(f"{sys.argv[3]:<6} {sys.argv[4]:>8} {hb:14.1f} {hog:10.1f} {err:12.1f} {sampled:>16} {mach:12.1f}")
 PY
     tail -1 "$work/b"
   done
-  echo "median: hackbench $(awk '{print $2}' "$work/b" | med) % of the job, hog $(awk '{print $3}' "$work/b" | med) %, max |share - 50| $(awk '{print $4}' "$work/b" | med) points"
+  col() { awk -v c="$1" '{print $c}' "$work/b"; }
+  rng() { sort -n | awk 'NR == 1 {lo = $1} {hi = $1} END {if (NR) printf "%s-%s", lo, hi}'; }
+  echo "median (range): hackbench $(col 3 | med) ($(col 3 | rng)) % of the job, hog $(col 4 | med) ($(col 4 | rng)) %, max |share - 50| $(col 5 | med) ($(col 5 | rng)) points; load $(col 2 | med) ($(col 2 | rng))"
 fi

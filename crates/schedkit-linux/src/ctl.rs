@@ -250,14 +250,23 @@ impl Warnings {
     }
 
     fn take(&self) -> Vec<String> {
+        self.take_counted()
+            .into_iter()
+            .map(|(m, n)| counted(&m, n))
+            .collect()
+    }
+
+    fn take_counted(&self) -> Vec<(String, u64)> {
         let mut w = self.0.lock().unwrap_or_else(|p| p.into_inner());
         std::mem::take(&mut *w)
-            .into_iter()
-            .map(|(m, n)| match n {
-                1 => m,
-                n => format!("{m} ({n} times)"),
-            })
-            .collect()
+    }
+}
+
+/// A warning with how often it happened, as the run's warnings show it.
+pub fn counted(message: &str, times: u64) -> String {
+    match times {
+        1 => message.to_string(),
+        n => format!("{message} ({n} times)"),
     }
 }
 
@@ -379,6 +388,13 @@ impl CtlServer {
     /// goes to [`take_unclaimed_warnings`] when the server is dropped.
     pub fn take_warnings(&self) -> Vec<String> {
         self.warnings.take()
+    }
+
+    /// [`Self::take_warnings`] as each distinct message and how often it happened since the
+    /// last take: for a caller that takes them at every sample and keeps one line per
+    /// message over the whole run.
+    pub fn take_warning_counts(&self) -> Vec<(String, u64)> {
+        self.warnings.take_counted()
     }
 
     /// The server thread's TID (`None` until it has started and set its class).

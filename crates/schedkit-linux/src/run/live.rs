@@ -234,7 +234,7 @@ impl<'s> Live<'s> {
         // period.
         if let Some(f) = self.fair.as_mut() {
             let j = self.journal.as_mut().expect("journal");
-            f.serve_ctl(t_now, self.scenario, &mut self.events);
+            f.serve_ctl(t_now, self.scenario, &mut self.events, &mut self.warnings);
             if t_now >= f.next_tick {
                 f.tick(
                     t_now,

@@ -42,9 +42,30 @@ pub(super) fn render_fair(f: &FairReport) -> String {
             .map(|(k, x)| format!("{k} x{x:.3}"))
             .collect();
         out.push_str(&format!(
-            "  share trim: {} weight write(s); final correction factors: {}\n",
+            "  share trim: {} weight write(s); final correction factors: {}; CPU time from {}\n",
             f.trim_writes,
-            t.join(" ")
+            t.join(" "),
+            f.trim_source
+                .as_deref()
+                .unwrap_or("the sampler's per-thread readings")
+        ));
+    }
+    if !f.entity_cpu_ns.is_empty() {
+        let total: u64 = f.entity_cpu_ns.iter().map(|(_, c)| c).sum();
+        let t: Vec<String> = f
+            .entity_cpu_ns
+            .iter()
+            .map(|(k, c)| {
+                format!(
+                    "{k} {} ({:.1} %)",
+                    Nanos(*c),
+                    100.0 * *c as f64 / total.max(1) as f64
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "  CPU time by the kernel's accounting (every task, ended ones too): {}\n",
+            t.join(", ")
         ));
     }
     if f.nice_changes > 0 || f.overrides > 0 {

@@ -9,19 +9,46 @@ use schedkit_core::Nanos;
 
 impl FairRun {
     /// Answers the `schedkit ctl` requests the control socket's thread has passed on; never
-    /// waits for a client (see [`crate::ctl`]).
+    /// waits for a client (see [`crate::ctl`]). What went wrong on that thread since the last
+    /// call (a failing accept, a class it could not leave) joins the run's `warnings`, so the
+    /// report names it; what arrives after the last call reaches the binary through
+    /// [`crate::ctl::take_unclaimed_warnings`] when the socket is dropped.
     pub(in crate::run) fn serve_ctl(
         &mut self,
         now: u64,
         scenario: &Scenario,
         events: &mut Vec<Event>,
+        warnings: &mut Vec<String>,
     ) {
         let Some(mut srv) = self.ctl.take() else {
             return;
         };
         srv.poll(|req| self.handle(req, now, scenario, events));
         self.ctl_refused = srv.counts().refused;
+        self.merge_ctl_warnings(srv.take_warning_counts(), warnings);
         self.ctl = Some(srv);
+    }
+
+    /// One line per distinct message over the whole run, its count kept up to date: a
+    /// failing accept repeats every few milliseconds and is taken at every sample.
+    fn merge_ctl_warnings(&mut self, new: Vec<(String, u64)>, warnings: &mut Vec<String>) {
+        for (m, n) in new {
+            match self.ctl_warnings.iter_mut().find(|(k, _)| *k == m) {
+                Some((_, total)) => {
+                    let old = crate::ctl::counted(&m, *total);
+                    *total += n;
+                    let line = crate::ctl::counted(&m, *total);
+                    match warnings.iter_mut().find(|w| **w == old) {
+                        Some(w) => *w = line,
+                        None => warnings.push(line),
+                    }
+                }
+                None => {
+                    warnings.push(crate::ctl::counted(&m, n));
+                    self.ctl_warnings.push((m, n));
+                }
+            }
+        }
     }
 
     fn handle(

@@ -4,6 +4,7 @@
 
 mod apply;
 mod ctl;
+mod usage;
 
 use super::host::Host;
 use super::policy::RunPolicy;
@@ -78,6 +79,13 @@ pub struct FairReport {
     pub trim_factors: Vec<(String, f64)>,
     /// Cgroup weight writes the trim made.
     pub trim_writes: u64,
+    /// Where the trim read each entity's CPU time at the end (`cgroup v1 cpuacct.usage (own
+    /// groups)`, say); `None`: the sampler's per-thread readings (or no trim).
+    pub trim_source: Option<String>,
+    /// Each trim entity's CPU time over the run by the kernel's own per-cgroup accounting
+    /// (`trim_source`), every task counted, ended ones too: the exact split of the job's CPU
+    /// between them, beside the report's sampled `job_share`. Empty without that accounting.
+    pub entity_cpu_ns: Vec<(String, u64)>,
 }
 
 impl FairReport {
@@ -138,6 +146,9 @@ pub struct FairRun {
     ctl: Option<crate::ctl::CtlServer>,
     ctl_path: Option<PathBuf>,
     ctl_refused: u64,
+    /// The control socket thread's warnings so far, each message with its count (see
+    /// `serve_ctl`).
+    ctl_warnings: Vec<(String, u64)>,
     nice_warned: bool,
     /// global-fair: pin each thread to the CPU it is first seen on.
     pin_first_seen: bool,
@@ -147,6 +158,8 @@ pub struct FairRun {
     trim_cgroup: Vec<usize>,
     trim_entity_of_process: Vec<usize>,
     trim_writes: u64,
+    /// Where the trim reads each entity's CPU time (`None`: the sampler's sums).
+    usage: Option<usage::Usage>,
     /// What the run's user needs to know while it runs (the control socket's path), and
     /// warnings from setting it up: handed to the engine, which passes them on.
     pub notices: Vec<String>,
@@ -256,12 +269,14 @@ impl FairRun {
             ctl: None,
             ctl_path: None,
             ctl_refused: 0,
+            ctl_warnings: Vec::new(),
             nice_warned: false,
             pin_first_seen: name == PolicyName::GlobalFair,
             trim: None,
             trim_cgroup: Vec::new(),
             trim_entity_of_process: Vec::new(),
             trim_writes: 0,
+            usage: None,
             notices: Vec::new(),
             start_warnings: Vec::new(),
             parent_load: 0,
@@ -368,7 +383,19 @@ impl FairRun {
                 };
                 self.trim_entity_of_process.push(e);
             }
-            self.trim = Some(crate::trim::ShareTrim::new());
+            self.trim = Some(crate::trim::ShareTrim::new(scenario.cores()));
+            // Exact per-entity CPU time for the trim; without it the sampler's sums, which
+            // miss tasks (see `usage`), and a word in the warnings.
+            let cg = self.cgroups.as_ref().expect("created above");
+            match usage::Usage::new(roots, journal, cg, &self.trim_cgroup) {
+                Ok(Some(u)) => self.usage = Some(u),
+                Ok(None) => self.start_warnings.push(
+                    "share trim: no per-cgroup CPU accounting (cgroup v2 cpu.stat or v1 cpuacct) on this machine; it measures from the sampler's readings, which miss short-lived tasks".into(),
+                ),
+                Err(e) => self.start_warnings.push(format!(
+                    "share trim: no per-cgroup CPU accounting ({e}); it measures from the sampler's readings, which miss short-lived tasks"
+                )),
+            }
         }
         Ok(())
     }
@@ -394,6 +421,9 @@ impl FairRun {
 
     /// A command process joins its cgroup (before it is released).
     pub(super) fn attach_command(&self, p: usize, pid: i32) -> Result<()> {
+        if let (Some(u), Some(&e)) = (&self.usage, self.trim_entity_of_process.get(p)) {
+            u.attach_process(e, pid)?;
+        }
         match &self.cgroups {
             Some(cg) => cg.attach_process(self.cg_of_process[p], pid),
             None => Ok(()),
@@ -421,6 +451,12 @@ impl FairRun {
             Ok(Policy::Fifo { .. } | Policy::Rr { .. })
         ) {
             let _ = sched::set_thread(tid, Policy::Other { nice });
+        }
+        if let (Some(u), Some(&e), false) =
+            (&self.usage, self.trim_entity_of_process.get(p), is_cmd)
+        {
+            // A command's threads are born inside its accounting group.
+            u.attach_thread(e, tid)?;
         }
         let i = self.cg_of_process[p];
         match (cg.controller(), is_cmd) {
@@ -536,6 +572,26 @@ impl FairRun {
             let e = &mut ents[self.trim_entity_of_process[tr.process]];
             e.cpu_ns += tr.prev_run;
             e.runnable += usize::from(!tr.finished && tr.runnable);
+        }
+        if let Some(u) = &self.usage {
+            let exact: Option<Vec<u64>> = (0..ents.len()).map(|e| u.cpu_ns(e)).collect();
+            match exact {
+                Some(v) => {
+                    for (e, cpu) in ents.iter_mut().zip(v) {
+                        e.cpu_ns = cpu;
+                    }
+                }
+                None => {
+                    // The totals change source: the next period starts afresh.
+                    warnings.push(format!(
+                        "share trim: {} could not be read; it measures from the sampler's readings from {} on",
+                        u.describe(),
+                        Nanos(now)
+                    ));
+                    self.usage = None;
+                    trim.rebase();
+                }
+            }
         }
         let Some(weights) = trim.tick(now, &ents) else {
             return;
@@ -660,6 +716,20 @@ impl FairRun {
                 _ => Vec::new(),
             },
             trim_writes: self.trim_writes,
+            trim_source: self
+                .usage
+                .as_ref()
+                .filter(|_| self.trim.is_some())
+                .map(|u| u.describe().to_string()),
+            entity_cpu_ns: match (&self.usage, &self.cgroups) {
+                (Some(u), Some(cg)) => self
+                    .trim_cgroup
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(e, &i)| Some((cg.groups()[i].key.clone(), u.cpu_ns(e)?)))
+                    .collect(),
+                _ => Vec::new(),
+            },
         }
     }
 }
