@@ -260,7 +260,7 @@ impl Live<'_> {
         // A last sweep: threads born since the previous one inherited the system CPUs and are
         // journaled now, so undo gives them the machine back too.
         if let (Some((iso, _)), Some(j)) = (isolation.as_mut(), journal.as_mut()) {
-            let _ = iso.sweep(j);
+            let _ = iso.final_sweep(j);
         }
         let undone = journal.as_mut().map(|j| j.undo()).unwrap_or_default();
         drop(journal);
