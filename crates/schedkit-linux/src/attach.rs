@@ -665,6 +665,9 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
         let _ = iso.final_sweep(&mut journal);
     }
     let undone = journal.finish();
+    if let Some(iso) = isolation.as_mut() {
+        iso.repair_after_undo();
+    }
     drop(lease);
     result?;
     warnings.append(&mut at.warnings);

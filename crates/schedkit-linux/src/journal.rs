@@ -94,6 +94,16 @@ pub enum Entry {
         starttime: u64,
         old: CpuSet,
         tids: Vec<i32>,
+        /// The mask the threads were moved to, and the start time (clock ticks since boot)
+        /// of the run that moved them. A thread the process (or a child process of it) starts
+        /// during the run inherits `pin`; the run names it in its journal at its next sweep or
+        /// its last one, which a SIGKILL prevents. So `restore` also gives `old` to every
+        /// thread of the process and of its children born since `since` whose mask is still
+        /// `pin` ([`undo_inherited`]). Absent in journals of older schedkits.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pin: Option<CpuSet>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<u64>,
     },
     /// Thread `tid` had scheduling class `old`.
     Sched {
@@ -926,15 +936,26 @@ fn undo_one(roots: &Roots, e: &Entry, vouched: &Vouched) -> std::result::Result<
             starttime,
             old,
             tids,
+            pin,
+            since,
         } => {
-            let same = match vouched.get(pid) {
-                Some((st, fd)) if st == starttime => pidfd_alive(fd),
-                _ => self_starttime(roots, *pid) == Some(*starttime),
+            let (same, crashed) = match vouched.get(pid) {
+                Some((st, fd)) if st == starttime => (pidfd_alive(fd), false),
+                _ => (self_starttime(roots, *pid) == Some(*starttime), true),
             };
             if !same {
                 return Ok(false);
             }
-            undo_affinities(*pid, old, tids)
+            let undone = undo_affinities(*pid, old, tids);
+            // A run that ends normally journals its inherited threads itself (its last
+            // sweep); only a journal whose run died leaves them to this.
+            let inherited = match (crashed, pin, since) {
+                (true, Some(pin), Some(since)) => {
+                    undo_inherited(roots, *pid, old, tids, pin, *since)
+                }
+                _ => 0,
+            };
+            undone.map(|any| any || inherited > 0)
         }
         Entry::Sched {
             pid,
@@ -1023,6 +1044,54 @@ fn undo_affinities(pid: i32, old: &CpuSet, tids: &[i32]) -> std::result::Result<
     } else {
         Err(failed.join("; "))
     }
+}
+
+/// After a run died: gives `old` to each thread of process `pid` (not one of `tids`, which
+/// [`undo_affinities`] handled) and of the processes it started, born at or after `since`,
+/// whose mask is still `pin`: they inherited the pin from a moved thread after the run's last
+/// sweep. User threads only; a child process older than `since` is left (it was on the
+/// machine before the run, and its own journal line, if any, restores it). Returns how many
+/// threads it gave back. Bounded: at most 4,096 processes are visited.
+fn undo_inherited(
+    roots: &Roots,
+    pid: i32,
+    old: &CpuSet,
+    tids: &[i32],
+    pin: &CpuSet,
+    since: u64,
+) -> usize {
+    let mut given = 0;
+    let mut stack = vec![pid];
+    let mut visited = 0;
+    while let Some(p) = stack.pop() {
+        visited += 1;
+        if visited > 4096 {
+            break;
+        }
+        for (tid, _) in procfs::tasks(roots, p) {
+            stack.extend(
+                procfs::children(roots, p, tid)
+                    .into_iter()
+                    .filter(|c| procfs::process_starttime(roots, *c).is_some_and(|st| st >= since)),
+            );
+            if p == pid && tids.contains(&tid) {
+                continue;
+            }
+            if affinity::get_thread(tid).ok().as_ref() != Some(pin) {
+                continue;
+            }
+            let Some(st) = procfs::read_stat(roots, p, tid) else {
+                continue;
+            };
+            if st.starttime < since || st.is_kthread() || st.affinity_locked() {
+                continue;
+            }
+            if affinity::set_thread(tid, old).is_ok() {
+                given += 1;
+            }
+        }
+    }
+    given
 }
 
 /// An entry read from a journal that [`validate`] refused: not applied.

@@ -164,6 +164,22 @@ pub fn tasks(roots: &Roots, pid: i32) -> Vec<(i32, u64)> {
     out
 }
 
+/// The processes thread `tid` of `pid` started (`/proc/PID/task/TID/children`; empty where
+/// the kernel lacks CONFIG_PROC_CHILDREN or the thread is gone).
+pub fn children(roots: &Roots, pid: i32, tid: i32) -> Vec<i32> {
+    let path = roots
+        .proc
+        .join(pid.to_string())
+        .join("task")
+        .join(tid.to_string())
+        .join("children");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .collect()
+}
+
 /// Process ids on the machine, each with the inode number of its `/proc/PID` entry
 /// (unsorted; the inode tells a recycled pid apart as in [`tasks`]).
 pub fn pids_with_ino(roots: &Roots) -> Vec<(i32, u64)> {

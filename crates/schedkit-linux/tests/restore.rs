@@ -789,6 +789,8 @@ fn a_per_process_affinity_entry_is_undone_for_its_live_threads_only() {
         starttime,
         old: allowed.clone(),
         tids: all,
+        pin: None,
+        since: None,
     }])
     .unwrap();
     for &t in &tids {

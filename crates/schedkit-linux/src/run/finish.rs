@@ -263,6 +263,9 @@ impl Live<'_> {
             let _ = iso.final_sweep(j);
         }
         let undone = journal.as_mut().map(|j| j.undo()).unwrap_or_default();
+        if let Some((iso, _)) = isolation.as_mut() {
+            iso.repair_after_undo();
+        }
         drop(journal);
         drop(lease);
         // Gang cgroups go once the journal no longer needs their freeze files.
