@@ -86,6 +86,7 @@ fn main() {
         iso.final_sweep(&mut j).expect("sweep");
         entries = j.entries().len();
         let undone = j.finish();
+        iso.repair_after_undo();
         let t2 = Instant::now();
         cpu.push((schedkit_linux::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) - c0) as f64 / 1e6);
         assert!(undone.iter().all(|u| u.outcome.is_ok()), "undo failed");
