@@ -662,9 +662,12 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
     })();
     // A last sweep: threads born since the previous one are journaled too.
     if let Some(iso) = isolation.as_mut() {
-        let _ = iso.sweep(&mut journal);
+        let _ = iso.final_sweep(&mut journal);
     }
     let undone = journal.finish();
+    if let Some(iso) = isolation.as_mut() {
+        iso.repair_after_undo();
+    }
     drop(lease);
     result?;
     warnings.append(&mut at.warnings);

@@ -23,7 +23,8 @@ use crate::procfs;
 use crate::topo::Topology;
 use crate::{Error, Result, Roots};
 use serde::Serialize;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::os::fd::OwnedFd;
 
 /// What to do with RT throttling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -114,20 +115,41 @@ pub struct Isolation {
     pub job: CpuSet,
     /// Processes not to move (ours and the job's).
     exempt: HashSet<i32>,
-    /// (tid, starttime) already looked at.
-    seen: HashSet<(i32, u64)>,
-    /// TIDs already looked at (a cheap first test; `seen` tells a reused TID apart).
-    seen_tids: HashSet<i32>,
+    /// Every thread a sweep has looked at: TID -> (its process, the inode of its
+    /// `/proc/PID/task/TID` entry). A later sweep passes over an unchanged pair without a
+    /// system call ([`procfs::tasks`]: a reused TID has a new inode).
+    known: HashMap<i32, (i32, u64)>,
+    /// Every process a sweep has listed: PID -> the inode of its `/proc/PID` entry.
+    procs: HashMap<i32, u64>,
     kept_seen: HashSet<i32>,
     /// The affinity each moved process had before (its first moved thread's): a thread or
     /// child born after the move inherits the system CPUs, and must be given back this, not
     /// the inherited pin.
-    originals: std::collections::HashMap<i32, CpuSet>,
+    originals: HashMap<i32, CpuSet>,
     /// Start time (ticks since boot) of this process: threads younger than it may have
     /// inherited a pin from a moved elder.
     since: u64,
+    /// Sweeps so far: the first can find no inherited pin (nothing was moved before it).
+    sweeps: u64,
+    /// Pidfds of the processes the sweep being made moves threads of, with their start
+    /// times: handed to the journal ([`Journal::vouch`]) so that undo checks each process
+    /// with one system call.
+    pidfds: Vec<(i32, u64, std::os::fd::OwnedFd)>,
     pub report: ExclusiveReport,
     move_threads: bool,
+}
+
+/// The inode recorded for a process's leader thread met without a listing of its task
+/// directory (see [`Isolation::plan_sweep`]): no real inode is `u64::MAX`.
+const LEADER: u64 = u64::MAX;
+
+/// One process's threads that had the same mask, to move to `target`: one journal entry.
+struct Moves {
+    pid: i32,
+    starttime: u64,
+    old: CpuSet,
+    target: CpuSet,
+    tids: Vec<i32>,
 }
 
 impl Isolation {
@@ -156,12 +178,14 @@ impl Isolation {
             system,
             job,
             exempt: HashSet::from([std::process::id() as i32]),
-            seen: HashSet::new(),
-            seen_tids: HashSet::new(),
+            known: HashMap::new(),
+            procs: HashMap::new(),
             kept_seen: HashSet::new(),
-            originals: Default::default(),
+            originals: HashMap::new(),
             since: procfs::read_stat(roots, std::process::id() as i32, std::process::id() as i32)
                 .map_or(u64::MAX, |t| t.starttime),
+            sweeps: 0,
+            pidfds: Vec::new(),
             move_threads: cfg.move_threads,
         })
     }
@@ -171,8 +195,8 @@ impl Isolation {
         self.exempt.insert(pid);
     }
 
-    /// Applies RT throttling and IRQ moves, then sweeps threads. Each step journals its
-    /// changes as one batch (one fsync) before it makes any of them.
+    /// Applies RT throttling and IRQ moves, then sweeps threads: every change is journaled
+    /// in one batch (one write) before any is made.
     pub fn apply(&mut self, journal: &mut Journal, cfg: &ExclusiveConfig) -> Result<()> {
         // RT throttling.
         let rt = procfs::sysctl(&self.roots, "kernel/sched_rt_runtime_us")
@@ -211,11 +235,14 @@ impl Isolation {
                 .warnings
                 .push("IRQs not moved (needs root)".into());
         }
+        let moves = self.plan_sweep(&mut batch);
         journal.record_all(batch)?;
+        self.vouch(journal);
         for c in changes {
             self.make(c)?;
         }
-        self.sweep(journal)
+        self.make_moves(moves);
+        Ok(())
     }
 
     /// The IRQ moves (and the default mask for new IRQs), as journal entries and changes.
@@ -233,16 +260,13 @@ impl Isolation {
             }
         }
         for n in irq::list(&self.roots)? {
-            let Ok(cur) = irq::read(&self.roots, n) else {
+            let Ok((text, cur)) = irq::read_mask(&self.roots, n) else {
                 continue;
             };
-            if cur.affinity.intersection(&self.job).is_empty() {
+            if cur.intersection(&self.job).is_empty() {
                 continue;
             }
-            batch.push(Entry::Irq {
-                irq: n,
-                old: cur.mask_text,
-            });
+            batch.push(Entry::Irq { irq: n, old: text });
             changes.push(Change::Irq(n));
         }
         Ok(())
@@ -273,105 +297,272 @@ impl Isolation {
     }
 
     /// Moves threads (new since the last sweep) off the job cores: one pass over `/proc`,
-    /// every move journaled in one batch (one fsync) before any is made.
-    ///
-    /// A thread seen by an earlier sweep costs one `sched_getaffinity` while it stays off the
-    /// job cores; its `stat` (start time, flags) is read only for a thread not seen before or
-    /// found on a job core again. (A TID reused by a new thread that stays off the job cores
-    /// is left alone: nothing to move.)
+    /// every move journaled in one batch (one write) before any is made.
     pub fn sweep(&mut self, journal: &mut Journal) -> Result<()> {
-        if !self.move_threads {
-            return Ok(());
-        }
-        // (pid, tid, comm, current mask, target) of the threads to move.
-        let mut moves: Vec<(i32, i32, String, CpuSet, CpuSet)> = Vec::new();
         let mut batch = Vec::new();
-        for (pid, tid) in procfs::all_threads(&self.roots) {
+        let moves = self.plan_sweep(&mut batch);
+        journal.record_all(batch)?;
+        self.vouch(journal);
+        self.make_moves(moves);
+        Ok(())
+    }
+
+    fn vouch(&mut self, journal: &mut Journal) {
+        for (pid, starttime, fd) in self.pidfds.drain(..) {
+            journal.vouch(pid, starttime, fd);
+        }
+    }
+
+    /// The last sweep, just before undo: journals the threads born since the previous sweep
+    /// that inherited the system CPUs from a moved elder, so that undo gives them the
+    /// machine back, and moves nothing (the run is over). Only the processes that can hold
+    /// such a thread are listed: those with moved threads, and those new since the previous
+    /// sweep (a child of a moved thread); a process none of whose threads moved gives its
+    /// new threads its own masks, which undo has nothing to do with.
+    pub fn final_sweep(&mut self, journal: &mut Journal) -> Result<()> {
+        let batch = self.inherited_since_last();
+        journal.record_all(batch)
+    }
+
+    /// After undo: gives the machine back to threads born between [`Isolation::final_sweep`]
+    /// and the undo of their creator's pin (they inherited the system CPUs and no journal
+    /// names them: a test harness or a server spawning threads all the time has some).
+    /// Once every creator has its own mask back, a new thread inherits that, so a few passes
+    /// find every straggler; each pass lists only the processes that can hold one. Returns
+    /// how many threads it gave back. Not journaled: the window a kill could hit is one
+    /// pass, and the threads are given what their process had, not what schedkit chose.
+    pub fn repair_after_undo(&mut self) -> usize {
+        let mut given = 0;
+        for _ in 0..4 {
+            let batch = self.inherited_since_last();
+            if batch.is_empty() {
+                break;
+            }
+            given += crate::journal::undo_entries(&self.roots, &batch)
+                .iter()
+                .filter(|u| u.outcome == Ok(true))
+                .count();
+        }
+        given
+    }
+
+    /// The threads new since the last look that inherited the system CPUs from a moved
+    /// elder, as journal entries giving back what their elders had (see
+    /// [`Isolation::final_sweep`]).
+    fn inherited_since_last(&mut self) -> Vec<Entry> {
+        let mut batch = Vec::new();
+        if !self.move_threads || self.sweeps == 0 {
+            return batch;
+        }
+        self.sweeps += 1;
+        for (pid, pino) in procfs::pids_with_ino(&self.roots) {
             if self.exempt.contains(&pid) {
                 continue;
             }
-            let Ok(cur) = affinity::get_thread(tid) else {
-                continue;
-            };
-            let off_job = cur.intersection(&self.job).is_empty();
-            if off_job && self.seen_tids.contains(&tid) {
+            let same_proc = self.procs.insert(pid, pino) == Some(pino);
+            if same_proc && !self.originals.contains_key(&pid) {
                 continue;
             }
-            let Some(st) = procfs::read_stat(&self.roots, pid, tid) else {
-                continue;
-            };
-            self.seen_tids.insert(tid);
-            if !self.seen.insert((tid, st.starttime)) {
-                continue;
-            }
-            if off_job {
-                // Born after its process (or parent) was moved: it inherited the pin.
-                // Journal what its elders had, so undo gives it the machine back too.
-                // Only user threads born while schedkit ran (a per-CPU kernel thread on the
-                // system CPU is bound there, not moved).
-                let born_since = st.starttime >= self.since && !st.is_kthread();
-                if !born_since || st.affinity_locked() || cur != self.system {
+            for (tid, ino) in procfs::tasks(&self.roots, pid) {
+                if self.seen(pid, tid, ino, same_proc) {
                     continue;
                 }
-                let elder = self
-                    .originals
-                    .get(&pid)
-                    .or_else(|| parent_of(&self.roots, pid).and_then(|pp| self.originals.get(&pp)))
-                    .cloned();
-                if let Some(old) = elder.filter(|o| *o != cur) {
-                    batch.push(crate::journal::Entry::Affinity {
+                if let Ok(cur) = affinity::get_thread(tid) {
+                    if cur.intersection(&self.job).is_empty() {
+                        self.inherited(pid, tid, &cur, &mut batch);
+                    }
+                }
+            }
+        }
+        batch
+    }
+
+    /// The thread moves of one sweep, and their journal entries pushed onto `batch`.
+    ///
+    /// What a thread costs is what a run's set-up and tear-down cost on a machine of
+    /// thousands of threads (docs/results/run-cost.md), so each costs the fewest system
+    /// calls: a thread seen by an earlier sweep none (its `/proc` entry's inode says it is
+    /// the same one, see [`procfs::tasks`]); a new one its `sched_getaffinity`, and, when it
+    /// is on the job cores, a share of one `stat` read of its process (its start time for
+    /// the journal, and for a lone thread its flags: a per-CPU kernel thread is its own
+    /// process) and its `sched_setaffinity`. A thread the kernel will not move (EINVAL)
+    /// is reported and left. Only a new thread found *off* the job cores after the first
+    /// sweep reads its own `stat`: it may have inherited the system CPUs from a moved elder.
+    fn plan_sweep(&mut self, batch: &mut Vec<Entry>) -> Vec<Moves> {
+        let mut moves: Vec<Moves> = Vec::new();
+        if !self.move_threads {
+            return moves;
+        }
+        let first = self.sweeps == 0;
+        self.sweeps += 1;
+        for (pid, pino) in procfs::pids_with_ino(&self.roots) {
+            if self.exempt.contains(&pid) {
+                continue;
+            }
+            let same_proc = self.procs.insert(pid, pino) == Some(pino);
+            // The process's (its leader's) stat, read once and only when needed, and a
+            // pidfd of it opened just before (see `Journal::vouch`).
+            let mut leader: Option<Option<(procfs::ThreadStat, Option<OwnedFd>)>> = None;
+            // (tid, inode of its task entry, its mask when already read)
+            let mut threads: Vec<(i32, u64, Option<CpuSet>)> = Vec::new();
+            if first {
+                // Most processes of a machine have one thread (kernel threads, daemons): the
+                // leader's stat, read anyway when it is on the job cores, says so, and then
+                // the task directory needs no listing. Its leader is then known by the
+                // process's own entry (LEADER), which a later sweep's listing accepts.
+                if let Ok(cur) = affinity::get_thread(pid) {
+                    if !cur.intersection(&self.job).is_empty() {
+                        let l = leader.get_or_insert_with(|| self.read_leader(pid));
+                        if l.as_ref().is_some_and(|(st, _)| st.num_threads == 1) {
+                            threads.push((pid, LEADER, Some(cur)));
+                        }
+                    }
+                }
+            }
+            if threads.is_empty() {
+                threads = procfs::tasks(&self.roots, pid)
+                    .into_iter()
+                    .map(|(t, i)| (t, i, None))
+                    .collect();
+            }
+            for (tid, ino, cur) in threads {
+                if self.seen(pid, tid, ino, same_proc) {
+                    continue;
+                }
+                let Some(cur) = cur.or_else(|| affinity::get_thread(tid).ok()) else {
+                    continue;
+                };
+                if cur.intersection(&self.job).is_empty() {
+                    if !first {
+                        self.inherited(pid, tid, &cur, batch);
+                    }
+                    continue;
+                }
+                let Some((st, fd)) = leader.get_or_insert_with(|| self.read_leader(pid)).as_mut()
+                else {
+                    continue; // the process ended
+                };
+                if tid == pid && st.affinity_locked() {
+                    let comm = st.comm.clone();
+                    self.keep(
                         pid,
                         tid,
-                        starttime: st.starttime,
-                        old: old.clone(),
-                    });
-                    self.originals.entry(pid).or_insert(old);
-                    self.report.inherited_threads += 1;
+                        &comm,
+                        "kernel thread bound to its CPU (PF_NO_SETAFFINITY)",
+                    );
+                    continue;
                 }
-                continue;
+                let starttime = st.starttime;
+                if let Some(fd) = fd.take() {
+                    self.pidfds.push((pid, starttime, fd));
+                }
+                match moves.iter_mut().find(|m| m.pid == pid && m.old == cur) {
+                    Some(m) => m.tids.push(tid),
+                    None => {
+                        let mut target = cur.difference(&self.job);
+                        if target.is_empty() {
+                            target = self.system.clone();
+                        }
+                        moves.push(Moves {
+                            pid,
+                            starttime,
+                            old: cur,
+                            target,
+                            tids: vec![tid],
+                        });
+                    }
+                }
             }
-            if st.affinity_locked() {
-                self.keep(
-                    pid,
-                    tid,
-                    &st.comm,
-                    "kernel thread bound to its CPU (PF_NO_SETAFFINITY)",
-                );
-                continue;
-            }
-            let mut target = cur.difference(&self.job);
-            if target.is_empty() {
-                target = self.system.clone();
-            }
+        }
+        batch.extend(moves.iter().map(|m| Entry::Affinities {
+            pid: m.pid,
+            starttime: m.starttime,
+            old: m.old.clone(),
+            tids: m.tids.clone(),
+            pin: Some(m.target.clone()),
+            since: Some(self.since),
+        }));
+        moves
+    }
+
+    /// Whether thread `tid` of `pid` (task entry inode `ino`) was looked at by an earlier
+    /// sweep; records it otherwise. A leader met without a listing (LEADER) is the same
+    /// thread as long as its process is the same (`same_proc`: the `/proc/PID` entry kept
+    /// its inode).
+    fn seen(&mut self, pid: i32, tid: i32, ino: u64, same_proc: bool) -> bool {
+        if tid == pid && same_proc && self.known.get(&tid) == Some(&(pid, LEADER)) {
+            return true;
+        }
+        self.known.insert(tid, (pid, ino)) == Some((pid, ino))
+    }
+
+    /// A process's stat (its leader's flags and start time), with a pidfd of it opened just
+    /// before the read (see [`Journal::vouch`]); `None` when the process is gone.
+    fn read_leader(&self, pid: i32) -> Option<(procfs::ThreadStat, Option<OwnedFd>)> {
+        let fd = crate::journal::pidfd(pid);
+        procfs::read_process_stat(&self.roots, pid).map(|st| (st, fd))
+    }
+
+    /// A thread new since the last sweep and off the job cores: born after its process (or
+    /// parent) was moved, it inherited the pin. Journal what its elders had, so undo gives
+    /// it the machine back too. Only user threads born while schedkit ran (a per-CPU kernel
+    /// thread on the system CPU is bound there, not moved).
+    fn inherited(&mut self, pid: i32, tid: i32, cur: &CpuSet, batch: &mut Vec<Entry>) {
+        if *cur != self.system {
+            return;
+        }
+        let Some(st) = procfs::read_stat(&self.roots, pid, tid) else {
+            return;
+        };
+        let born_since = st.starttime >= self.since && !st.is_kthread();
+        if !born_since || st.affinity_locked() {
+            return;
+        }
+        let elder = self
+            .originals
+            .get(&pid)
+            .or_else(|| parent_of(&self.roots, pid).and_then(|pp| self.originals.get(&pp)))
+            .cloned();
+        if let Some(old) = elder.filter(|o| o != cur) {
             batch.push(Entry::Affinity {
                 pid,
                 tid,
                 starttime: st.starttime,
-                old: cur.clone(),
+                old: old.clone(),
             });
-            moves.push((pid, tid, st.comm, cur, target));
+            self.originals.entry(pid).or_insert(old);
+            self.report.inherited_threads += 1;
         }
-        journal.record_all(batch)?;
-        for (pid, tid, comm, cur, target) in moves {
-            match affinity::set_thread(tid, &target) {
-                Ok(()) => {
-                    self.originals.entry(pid).or_insert(cur);
-                    self.report.moved_threads += 1
+    }
+
+    /// Makes the moves of [`Isolation::plan_sweep`], journaled already.
+    fn make_moves(&mut self, moves: Vec<Moves>) {
+        for m in moves {
+            for &tid in &m.tids {
+                match affinity::set_thread(tid, &m.target) {
+                    Ok(()) => {
+                        self.originals.entry(m.pid).or_insert_with(|| m.old.clone());
+                        self.report.moved_threads += 1
+                    }
+                    Err(e) if e.errno() == Some(libc::ESRCH) => {}
+                    Err(e) => {
+                        let why = match e.errno() {
+                            Some(libc::EINVAL) => {
+                                "the kernel refused (EINVAL): per-CPU thread".to_string()
+                            }
+                            Some(libc::EPERM) => {
+                                "not permitted (EPERM): needs CAP_SYS_NICE".to_string()
+                            }
+                            _ => e.to_string(),
+                        };
+                        let comm = procfs::read_stat(&self.roots, m.pid, tid)
+                            .map(|t| t.comm)
+                            .unwrap_or_default();
+                        self.keep(m.pid, tid, &comm, &why);
+                    }
                 }
-                Err(e) if e.errno() == Some(libc::ESRCH) => {}
-                Err(e) if e.errno() == Some(libc::EINVAL) => self.keep(
-                    pid,
-                    tid,
-                    &comm,
-                    "the kernel refused (EINVAL): per-CPU thread",
-                ),
-                Err(e) if e.errno() == Some(libc::EPERM) => {
-                    self.keep(pid, tid, &comm, "not permitted (EPERM): needs CAP_SYS_NICE")
-                }
-                Err(e) => self.keep(pid, tid, &comm, &e.to_string()),
             }
         }
-        Ok(())
     }
 
     /// Reports a thread left on the job cores (once).

@@ -201,6 +201,30 @@ impl JobCgroups {
     }
 }
 
+/// The file that counts the tasks (threads) of job cgroup `dir`, for the sampler: v1's
+/// `pids.current` (the whole subtree), else v2's `cgroup.threads` (the TIDs of this cgroup,
+/// one a line; v2 counts tasks in `pids.current` only where the pids controller is enabled,
+/// and on a machine whose pids controller is bound to v1 it is not). While the count equals
+/// the threads the sampler tracks, nothing new was started and it looks for nothing: a
+/// job of a thousand threads whose wake-ups each made it read a `children` file cost the
+/// sampler more than its samples.
+pub fn task_counter(dir: &Path) -> Option<PathBuf> {
+    ["pids.current", "cgroup.threads"]
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|f| f.exists())
+}
+
+/// The count a [`task_counter`] file gives.
+pub fn count_tasks(file: &Path) -> Option<usize> {
+    let text = std::fs::read_to_string(file).ok()?;
+    if file.ends_with("cgroup.threads") {
+        Some(text.lines().filter(|l| !l.trim().is_empty()).count())
+    } else {
+        text.trim().parse().ok()
+    }
+}
+
 /// The pids in `dir` and every cgroup below it.
 pub fn members(dir: &Path) -> Vec<i32> {
     let mut out = Vec::new();

@@ -1,11 +1,11 @@
-//! The journal: every change schedkit makes to state it does not own is written down, and
-//! fsynced, *before* the change is made, so that any way a run ends leaves the machine as it
-//! was.
+//! The journal: every change schedkit makes to state it does not own is written down
+//! *before* the change is made, so that any way a run ends leaves the machine as it was.
 //!
 //! ```text
-//!   change requested ──▶ read old value ──▶ append entry + fsync ──▶ apply change
+//!   change requested ──▶ read old value ──▶ append entry (one write) ──▶ apply change
 //!   run ends normally / SIGINT / SIGTERM / panic (Drop) ──▶ undo entries newest first ──▶ delete file
-//!   run killed (SIGKILL, power loss) ──▶ file stays ──▶ `schedkit restore` undoes it
+//!   run killed (SIGKILL) ──▶ file stays ──▶ `schedkit restore` undoes it
+//!   machine restarts ──▶ every change went with it ──▶ `restore` removes the journal (other boot)
 //! ```
 //!
 //! File: `<state dir>/journal-<pid>.jsonl`, one JSON object per line; the first line is a
@@ -21,11 +21,25 @@
 //!
 //! ## Created whole
 //!
-//! The header is written to `.journal-<pid>.tmp`, fsynced, renamed (never over an existing
-//! journal) to `journal-<pid>.jsonl` and the directory fsynced: a kill at any instant leaves
-//! no journal, or one with a valid header. Each entry is one `write` of one line. The owner
-//! holds an `flock` on its journal while it lives, so two restores never undo one journal
-//! twice.
+//! The header is written to `.journal-<pid>.tmp`, then renamed (never over an existing
+//! journal) to `journal-<pid>.jsonl`: a kill at any instant leaves no journal, or one with a
+//! valid header. Each batch of entries is one `write`, made before any of its changes. The
+//! owner holds an `flock` on its journal while it lives, so two restores never undo one
+//! journal twice.
+//!
+//! ## Not fsynced, on purpose
+//!
+//! What a journal must survive is the death of its process (SIGKILL, a crash of schedkit):
+//! a `write` that returned is in the page cache, where `restore` reads it, whatever becomes
+//! of the writer; a rename is atomic whether or not it reached the disk. An fsync adds
+//! durability across a *machine* crash only, and every change a journal records (IRQ masks,
+//! affinities, scheduling classes, sysctls under `/proc/sys`, cgroup files and directories,
+//! stopped processes) is kernel state that a restart resets: after one there is nothing to
+//! undo. So a journal is never fsynced (measured on this project's shared VM: an fsync took
+//! 8-12 ms, the median, under other work's disk load; six of them were most of an exclusive
+//! run's set-up). The header names the boot (`/proc/sys/kernel/random/boot_id`): a journal
+//! found after a restart (a state directory on a disk) is removed by `restore` as
+//! [`Restored::other_boot`], never applied to the new boot's pids and IRQs.
 //!
 //! ## Restore never gives up and never trusts
 //!
@@ -67,6 +81,30 @@ pub enum Entry {
         starttime: u64,
         old: CpuSet,
     },
+    /// Threads `tids` of process `pid` (whose start time is `starttime`) each had affinity
+    /// `old`: exclusive mode's sweep writes one entry per process and original mask, so a
+    /// machine of five thousand threads in a hundred processes costs a hundred lines, and no
+    /// per-thread `stat` read for a start time. Undo gives `old` back to each TID that is
+    /// still a thread of that same process (start time, then `tgkill(pid, tid, 0)`). The
+    /// one case this tells apart less well than [`Entry::Affinity`]: a TID freed by one of
+    /// the process's threads and reused by a new thread of the same process (the pid
+    /// counter must wrap meanwhile), which then gets the mask its process's threads had.
+    Affinities {
+        pid: i32,
+        starttime: u64,
+        old: CpuSet,
+        tids: Vec<i32>,
+        /// The mask the threads were moved to, and the start time (clock ticks since boot)
+        /// of the run that moved them. A thread the process (or a child process of it) starts
+        /// during the run inherits `pin`; the run names it in its journal at its next sweep or
+        /// its last one, which a SIGKILL prevents. So `restore` also gives `old` to every
+        /// thread of the process and of its children born since `since` whose mask is still
+        /// `pin` ([`undo_inherited`]). Absent in journals of older schedkits.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pin: Option<CpuSet>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<u64>,
+    },
     /// Thread `tid` had scheduling class `old`.
     Sched {
         pid: i32,
@@ -107,6 +145,16 @@ struct Header {
     journal: u32,
     pid: i32,
     starttime: u64,
+    /// The machine's boot id when the journal was made (absent in older journals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    boot: Option<String>,
+}
+
+/// This boot's id (`<proc>/sys/kernel/random/boot_id`), if readable.
+fn boot_id(roots: &Roots) -> Option<String> {
+    crate::read_trim(&roots.proc.join("sys/kernel/random/boot_id"))
+        .ok()
+        .filter(|b| !b.is_empty())
 }
 
 /// What undoing one entry did.
@@ -354,6 +402,10 @@ pub fn validate(
         Entry::Affinity { pid, tid, .. } | Entry::Sched { pid, tid, .. } => {
             positive("pid", *pid).and_then(|_| positive("tid", *tid))
         }
+        Entry::Affinities { pid, tids, .. } => {
+            positive("pid", *pid)?;
+            tids.iter().try_for_each(|t| positive("tid", *t))
+        }
         Entry::Sysctl { name, .. } => check_sysctl_name(name),
         Entry::File { path, old } if *path == roots.proc.join("irq/default_smp_affinity") => {
             CpuSet::parse_mask(old)
@@ -404,8 +456,7 @@ pub fn validate(
 }
 
 fn self_starttime(roots: &Roots, pid: i32) -> Option<u64> {
-    let s = std::fs::read_to_string(roots.proc.join(pid.to_string()).join("stat")).ok()?;
-    procfs::parse_stat(&s).map(|t| t.starttime)
+    procfs::process_starttime(roots, pid)
 }
 
 fn thread_starttime(roots: &Roots, pid: i32, tid: i32) -> Option<u64> {
@@ -421,6 +472,36 @@ pub struct Journal {
     header: Header,
     entries: Vec<Entry>,
     done: bool,
+    /// Processes vouched for ([`Journal::vouch`]): pid -> (start time, pidfd).
+    vouched: Vouched,
+}
+
+/// pid -> (start time, a pidfd opened before that start time was read).
+type Vouched = std::collections::HashMap<i32, (u64, std::os::fd::OwnedFd)>;
+
+/// A pidfd of process `pid` (`pidfd_open`; close-on-exec), where the kernel has them.
+pub fn pidfd(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: pidfd_open takes no pointers; the descriptor is owned below.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a fresh descriptor owned by nobody else.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Whether the process a pidfd names still exists (signal 0: nothing is sent). A pidfd
+/// names its process, not its number: once that process is gone it answers ESRCH, even
+/// if the number now names another.
+fn pidfd_alive(fd: &std::os::fd::OwnedFd) -> bool {
+    // SAFETY: signal 0 with no siginfo: nothing is sent or read.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        ) == 0
+    }
 }
 
 fn write_line(file: &mut File, json: String) -> std::io::Result<()> {
@@ -428,12 +509,6 @@ fn write_line(file: &mut File, json: String) -> std::io::Result<()> {
     let mut line = json;
     line.push('\n');
     file.write_all(line.as_bytes())
-}
-
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
 }
 
 /// Renames `from` to `to` unless `to` exists (`renameat2(RENAME_NOREPLACE)`; where the
@@ -528,6 +603,7 @@ impl Journal {
             journal: 1,
             pid,
             starttime: self_starttime(roots, pid).unwrap_or(0),
+            boot: boot_id(roots),
         };
         let fail = |e| {
             let _ = std::fs::remove_file(&tmp);
@@ -537,7 +613,6 @@ impl Journal {
             &mut file,
             serde_json::to_string(&header).expect("header serialises"),
         )
-        .and_then(|_| file.sync_all())
         .map_err(fail)?;
         // Never over a journal left by a dead run that had this pid: it is still to undo.
         let mut path = dir.join(format!("journal-{pid}.jsonl"));
@@ -555,8 +630,6 @@ impl Journal {
                 }
             }
         }
-        // The directory entry must be durable too, or a crash loses the file itself.
-        sync_dir(dir);
         Ok(Journal {
             roots: roots.clone(),
             path,
@@ -564,6 +637,7 @@ impl Journal {
             header,
             entries: Vec::new(),
             done: false,
+            vouched: Vouched::new(),
         })
     }
 
@@ -574,23 +648,22 @@ impl Journal {
         &self.entries
     }
 
-    /// Appends `e` and fsyncs: call before making the change.
+    /// Appends `e` (one write; not fsynced, see the module docs): call before making the
+    /// change.
     pub fn record(&mut self, e: Entry) -> Result<()> {
         write_line(
             &mut self.file,
             serde_json::to_string(&e).expect("entry serialises"),
         )
-        .and_then(|_| self.file.sync_data())
         .map_err(|err| Error::io(format!("write journal {}", self.path.display()), err))?;
         self.entries.push(e);
         Ok(())
     }
 
-    /// Appends every entry of `batch` with one write and one fsync: the way to journal many
-    /// changes at once (exclusive mode's IRQs and threads). The guarantee is the same as
+    /// Appends every entry of `batch` with one write: the way to journal many changes at once
+    /// (exclusive mode's IRQs and threads). The guarantee is the same as
     /// [`Journal::record`]'s, for the whole batch: the caller makes none of the changes
-    /// until this returns `Ok`. One fdatasync per entry cost a few hundred microseconds each
-    /// on a busy disk, which with a thousand threads to move was most of a run's set-up.
+    /// until this returns `Ok`.
     pub fn record_all(&mut self, batch: Vec<Entry>) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
@@ -604,10 +677,18 @@ impl Journal {
         // `restore` reports; the entries before it are undone.
         self.file
             .write_all(text.as_bytes())
-            .and_then(|_| self.file.sync_data())
             .map_err(|err| Error::io(format!("write journal {}", self.path.display()), err))?;
         self.entries.extend(batch);
         Ok(())
+    }
+
+    /// Vouches for process `pid` with start time `starttime`, by `fd`, a pidfd of it opened
+    /// *before* that start time was read (so it names that very process): undo then tells
+    /// whether the process still lives with one system call on `fd` instead of reading its
+    /// `stat` again (exclusive mode undoes an entry per process of the machine). Entries of
+    /// a process not vouched for are checked by their start time, as after a crash.
+    pub fn vouch(&mut self, pid: i32, starttime: u64, fd: std::os::fd::OwnedFd) {
+        self.vouched.insert(pid, (starttime, fd));
     }
 
     /// Sets an IRQ's affinity, journaled.
@@ -704,7 +785,8 @@ impl Journal {
             return Vec::new();
         }
         self.done = true;
-        let out = undo_entries(&self.roots, &self.entries);
+        let out = undo_entries_vouched(&self.roots, &self.entries, &self.vouched);
+        self.vouched.clear();
         let failed: Vec<Entry> = out
             .iter()
             .rev()
@@ -724,7 +806,7 @@ impl Journal {
     }
 }
 
-/// Replaces the journal at `path` by one with `header` and `entries` (temporary file, fsync,
+/// Replaces the journal at `path` by one with `header` and `entries` (temporary file,
 /// rename).
 fn keep_only(path: &Path, header: &Header, entries: &[Entry]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -744,12 +826,10 @@ fn keep_only(path: &Path, header: &Header, entries: &[Entry]) -> std::io::Result
     }
     let r = f
         .write_all(text.as_bytes())
-        .and_then(|_| f.sync_all())
         .and_then(|_| std::fs::rename(&tmp, path));
     if r.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    sync_dir(dir);
     r
 }
 
@@ -787,6 +867,10 @@ pub fn take_drop_warnings() -> Vec<String> {
 /// been taken back) and its cgroups removed after everything else (a frozen v1 job dies
 /// only once the freezer's own entry has thawed it).
 pub fn undo_entries(roots: &Roots, entries: &[Entry]) -> Vec<Undone> {
+    undo_entries_vouched(roots, entries, &Vouched::new())
+}
+
+fn undo_entries_vouched(roots: &Roots, entries: &[Entry], vouched: &Vouched) -> Vec<Undone> {
     for e in entries {
         if let Entry::Job { path, v2 } = e {
             crate::jobcg::kill_tree(path, *v2);
@@ -798,7 +882,7 @@ pub fn undo_entries(roots: &Roots, entries: &[Entry]) -> Vec<Undone> {
         .filter(|e| !matches!(e, Entry::Job { .. }))
         .map(|e| Undone {
             entry: e.clone(),
-            outcome: undo_one(roots, e),
+            outcome: undo_one(roots, e, vouched),
         })
         .collect();
     out.extend(
@@ -808,19 +892,19 @@ pub fn undo_entries(roots: &Roots, entries: &[Entry]) -> Vec<Undone> {
             .filter(|e| matches!(e, Entry::Job { .. }))
             .map(|e| Undone {
                 entry: e.clone(),
-                outcome: undo_one(roots, e),
+                outcome: undo_one(roots, e, vouched),
             }),
     );
     out
 }
 
-fn undo_one(roots: &Roots, e: &Entry) -> std::result::Result<bool, String> {
+fn undo_one(roots: &Roots, e: &Entry, vouched: &Vouched) -> std::result::Result<bool, String> {
     let same_thread = |pid: i32, tid: i32, st: u64| thread_starttime(roots, pid, tid) == Some(st);
     match e {
         Entry::Irq { irq, old } => {
             // A write the kernel refused left the mask as it was: nothing to undo.
-            if irq::read(roots, *irq)
-                .is_ok_and(|cur| CpuSet::parse_mask(old).is_ok_and(|o| o == cur.affinity))
+            if irq::read_mask(roots, *irq)
+                .is_ok_and(|(_, cur)| CpuSet::parse_mask(old).is_ok_and(|o| o == cur))
             {
                 return Ok(false);
             }
@@ -846,6 +930,32 @@ fn undo_one(roots: &Roots, e: &Entry) -> std::result::Result<bool, String> {
                 Err(e) if e.errno() == Some(libc::ESRCH) => Ok(false),
                 Err(e) => Err(e.to_string()),
             }
+        }
+        Entry::Affinities {
+            pid,
+            starttime,
+            old,
+            tids,
+            pin,
+            since,
+        } => {
+            let (same, crashed) = match vouched.get(pid) {
+                Some((st, fd)) if st == starttime => (pidfd_alive(fd), false),
+                _ => (self_starttime(roots, *pid) == Some(*starttime), true),
+            };
+            if !same {
+                return Ok(false);
+            }
+            let undone = undo_affinities(*pid, old, tids);
+            // A run that ends normally journals its inherited threads itself (its last
+            // sweep); only a journal whose run died leaves them to this.
+            let inherited = match (crashed, pin, since) {
+                (true, Some(pin), Some(since)) => {
+                    undo_inherited(roots, *pid, old, tids, pin, *since)
+                }
+                _ => 0,
+            };
+            undone.map(|any| any || inherited > 0)
         }
         Entry::Sched {
             pid,
@@ -907,6 +1017,83 @@ fn undo_one(roots: &Roots, e: &Entry) -> std::result::Result<bool, String> {
     }
 }
 
+/// Undoes an [`Entry::Affinities`] whose process is the one journaled: `old` back on each
+/// TID that is still a thread of it. A thread the kernel would not move (EINVAL:
+/// PF_NO_SETAFFINITY, as io_uring's workers) refuses the undo too; its mask is then the one
+/// journaled, nothing to do.
+fn undo_affinities(pid: i32, old: &CpuSet, tids: &[i32]) -> std::result::Result<bool, String> {
+    let (mut any, mut failed) = (false, Vec::new());
+    for &tid in tids {
+        // The process is the one journaled (checked by the caller), so its leader is too;
+        // any other TID must still be one of its threads. SAFETY: signal 0 sends nothing;
+        // tgkill fails (ESRCH) unless `tid` is a thread of `pid`.
+        if tid != pid && unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, 0) } != 0 {
+            continue;
+        }
+        match affinity::set_thread(tid, old) {
+            Ok(()) => any = true,
+            Err(e) if e.errno() == Some(libc::ESRCH) => {}
+            Err(e)
+                if e.errno() == Some(libc::EINVAL)
+                    && affinity::get_thread(tid).is_ok_and(|c| c == *old) => {}
+            Err(e) => failed.push(e.to_string()),
+        }
+    }
+    if failed.is_empty() {
+        Ok(any)
+    } else {
+        Err(failed.join("; "))
+    }
+}
+
+/// After a run died: gives `old` to each thread of process `pid` (not one of `tids`, which
+/// [`undo_affinities`] handled) and of the processes it started, born at or after `since`,
+/// whose mask is still `pin`: they inherited the pin from a moved thread after the run's last
+/// sweep. User threads only; a child process older than `since` is left (it was on the
+/// machine before the run, and its own journal line, if any, restores it). Returns how many
+/// threads it gave back. Bounded: at most 4,096 processes are visited.
+fn undo_inherited(
+    roots: &Roots,
+    pid: i32,
+    old: &CpuSet,
+    tids: &[i32],
+    pin: &CpuSet,
+    since: u64,
+) -> usize {
+    let mut given = 0;
+    let mut stack = vec![pid];
+    let mut visited = 0;
+    while let Some(p) = stack.pop() {
+        visited += 1;
+        if visited > 4096 {
+            break;
+        }
+        for (tid, _) in procfs::tasks(roots, p) {
+            stack.extend(
+                procfs::children(roots, p, tid)
+                    .into_iter()
+                    .filter(|c| procfs::process_starttime(roots, *c).is_some_and(|st| st >= since)),
+            );
+            if p == pid && tids.contains(&tid) {
+                continue;
+            }
+            if affinity::get_thread(tid).ok().as_ref() != Some(pin) {
+                continue;
+            }
+            let Some(st) = procfs::read_stat(roots, p, tid) else {
+                continue;
+            };
+            if st.starttime < since || st.is_kthread() || st.affinity_locked() {
+                continue;
+            }
+            if affinity::set_thread(tid, old).is_ok() {
+                given += 1;
+            }
+        }
+    }
+    given
+}
+
 /// An entry read from a journal that [`validate`] refused: not applied.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rejected {
@@ -947,6 +1134,9 @@ pub struct Restored {
     pub set_aside: Option<PathBuf>,
     /// Kept in place holding only the entries whose undo failed (a later restore retries).
     pub kept: bool,
+    /// Written in an earlier boot of the machine: nothing it names is changed any more, so
+    /// it was removed without undoing anything.
+    pub other_boot: bool,
 }
 
 impl Restored {
@@ -1116,6 +1306,15 @@ fn restore_one(path: &Path, roots: &Roots, mounts: &CgroupMounts, force: bool) -
         }
     };
     r.owner_pid = p.header.pid;
+    if let (Some(then), Some(now)) = (p.header.boot.as_deref(), boot_id(roots)) {
+        if then != now {
+            // Written before the machine last started: every change it names went with
+            // that boot, and its pids and IRQs now name other things.
+            r.other_boot = true;
+            let _ = std::fs::remove_file(path);
+            return r;
+        }
+    }
     r.owner_alive = owner_alive(roots, &p.header);
     r.torn_tail = p.torn_tail;
     r.corrupt_lines = p.corrupt_lines;
@@ -1237,9 +1436,6 @@ pub fn restore_dir(dir: &Path, roots: &Roots, force: bool) -> Result<RestoreRepo
         if stale && std::fs::remove_file(&path).is_ok() {
             report.sockets_removed.push(path);
         }
-    }
-    if !report.temps_removed.is_empty() || !report.sockets_removed.is_empty() {
-        sync_dir(dir);
     }
     Ok(report)
 }

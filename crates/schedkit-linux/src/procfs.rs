@@ -144,6 +144,138 @@ pub fn tids(roots: &Roots, pid: i32) -> Vec<i32> {
     numeric_entries(&roots.proc.join(pid.to_string()).join("task"))
 }
 
+/// Thread ids of process `pid`, each with the inode number of its `/proc/PID/task/TID`
+/// entry (unsorted). procfs gives a thread's directory one inode while that stays cached and
+/// the thread lives; a TID that comes to name another thread gets a new inode (the old
+/// dentry fails revalidation once its task is gone). So an unchanged (TID, inode) pair is the
+/// same thread, told without a system call per thread; a changed inode says only "look
+/// again" (a cache eviction also changes it).
+///
+/// Read with `open` and `getdents64` directly: `std::fs::read_dir` adds an `fstat` and an
+/// allocation per entry, and exclusive mode lists every process of the machine twice a run.
+pub fn tasks(roots: &Roots, pid: i32) -> Vec<(i32, u64)> {
+    let mut out = Vec::new();
+    let path = roots.proc.join(pid.to_string()).join("task");
+    let _ = each_dirent(&path, |name, ino| {
+        if let Some(tid) = std::str::from_utf8(name).ok().and_then(|n| n.parse().ok()) {
+            out.push((tid, ino));
+        }
+    });
+    out
+}
+
+/// The processes thread `tid` of `pid` started (`/proc/PID/task/TID/children`; empty where
+/// the kernel lacks CONFIG_PROC_CHILDREN or the thread is gone).
+pub fn children(roots: &Roots, pid: i32, tid: i32) -> Vec<i32> {
+    let path = roots
+        .proc
+        .join(pid.to_string())
+        .join("task")
+        .join(tid.to_string())
+        .join("children");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .collect()
+}
+
+/// Process ids on the machine, each with the inode number of its `/proc/PID` entry
+/// (unsorted; the inode tells a recycled pid apart as in [`tasks`]).
+pub fn pids_with_ino(roots: &Roots) -> Vec<(i32, u64)> {
+    let mut out = Vec::new();
+    let _ = each_dirent(&roots.proc, |name, ino| {
+        if let Some(pid) = std::str::from_utf8(name).ok().and_then(|n| n.parse().ok()) {
+            out.push((pid, ino));
+        }
+    });
+    out
+}
+
+/// Calls `f(name, inode)` for every entry of procfs directory `path` but `.` and `..`.
+fn each_dirent(path: &Path, mut f: impl FnMut(&[u8], u64)) -> std::io::Result<()> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: `c` is a NUL-terminated path; the descriptor is owned below.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is not owned elsewhere.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // u64 words: the kernel's records are 8-byte aligned.
+    let mut buf = [0u64; 2048];
+    loop {
+        // SAFETY: `buf` is writable for its whole length.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                fd.as_raw_fd(),
+                buf.as_mut_ptr(),
+                std::mem::size_of_val(&buf),
+            )
+        };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        // procfs fills the buffer until the next record does not fit or the directory ends
+        // (`proc_pid_readdir`, `proc_task_readdir`): a call that left room for several
+        // more records read the last one, and the `getdents64` that would return 0 is
+        // saved (one system call per process listed).
+        let last = (n as usize) + 1024 < std::mem::size_of_val(&buf);
+        // SAFETY: the kernel wrote `n` bytes of `linux_dirent64` records into `buf`.
+        let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, n as usize) };
+        let mut off = 0;
+        // struct linux_dirent64 { u64 d_ino; i64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
+        while off + 19 <= bytes.len() {
+            let ino = u64::from_ne_bytes(bytes[off..off + 8].try_into().expect("8 bytes"));
+            let reclen =
+                u16::from_ne_bytes(bytes[off + 16..off + 18].try_into().expect("2 bytes")) as usize;
+            if reclen == 0 || off + reclen > bytes.len() {
+                break;
+            }
+            let name = &bytes[off + 19..off + reclen];
+            let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+            if name != b"." && name != b".." {
+                f(name, ino);
+            }
+            off += reclen;
+        }
+        if last {
+            return Ok(());
+        }
+    }
+}
+
+/// The start time (clock ticks since boot) of process `pid`, from `/proc/PID/stat` with one
+/// open and one read (no allocation): how a journal tells a pid it changed from a recycled
+/// one.
+pub fn process_starttime(roots: &Roots, pid: i32) -> Option<u64> {
+    let mut buf = [0u8; 4096];
+    let n = read_into(&roots.proc.join(pid.to_string()).join("stat"), &mut buf)?;
+    parse_stat(std::str::from_utf8(&buf[..n]).ok()?).map(|t| t.starttime)
+}
+
+/// Reads `/proc/PID/stat` (the process's own line: its leader's state, flags and start
+/// time; the CPU times are the whole process's) with one open and one read.
+pub fn read_process_stat(roots: &Roots, pid: i32) -> Option<ThreadStat> {
+    let mut buf = [0u8; 4096];
+    let n = read_into(&roots.proc.join(pid.to_string()).join("stat"), &mut buf)?;
+    let mut t = parse_stat(std::str::from_utf8(&buf[..n]).ok()?)?;
+    t.pid = pid;
+    Some(t)
+}
+
 /// Process ids on the machine.
 pub fn pids(roots: &Roots) -> Vec<i32> {
     numeric_entries(&roots.proc)

@@ -681,7 +681,7 @@ fn on_the_real_machine_a_good_journal_is_undone_and_planted_paths_are_refused() 
     assert!(!r.ok());
 }
 
-/// A batch is journaled whole (one write, one fsync) before its changes are made, and undone
+/// A batch is journaled whole (one write) before its changes are made, and undone
 /// like single entries.
 #[test]
 fn a_batch_of_entries_is_journaled_whole_and_undone() {
@@ -743,4 +743,126 @@ fn restore_removes_empty_cgroups_of_dead_runs_and_nothing_else() {
     assert_eq!(gone, [true, true, false], "{r:?}");
     assert!(r.cgroups_removed.contains(&probe), "{r:?}");
     assert!(r.cgroups_removed.contains(&base.join("job-0")), "{r:?}");
+}
+
+/// Exclusive mode's per-process entry: undo gives the journaled mask back to each TID that is
+/// still a thread of that process, and passes over a TID that ended or that names a thread of
+/// another process (tgkill 0 tells them apart), without failing.
+#[test]
+fn a_per_process_affinity_entry_is_undone_for_its_live_threads_only() {
+    let allowed = schedkit_linux::affinity::get_thread(0).unwrap();
+    let Some(first) = allowed.first().filter(|_| allowed.len() >= 2) else {
+        eprintln!("skipped: needs two allowed CPUs (has {allowed})");
+        return;
+    };
+    let me = std::process::id() as i32;
+    let roots = Roots::host();
+    let starttime = schedkit_linux::procfs::read_stat(&roots, me, me)
+        .unwrap()
+        .starttime;
+    // Three threads that wait, and one that ended.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let stop_rx = std::sync::Arc::new(std::sync::Mutex::new(stop_rx));
+    let waiting: Vec<_> = (0..3)
+        .map(|_| {
+            let (tx, stop_rx) = (tx.clone(), stop_rx.clone());
+            std::thread::spawn(move || {
+                tx.send(schedkit_linux::gettid()).unwrap();
+                let _ = stop_rx.lock().unwrap().recv();
+            })
+        })
+        .collect();
+    let tids: Vec<i32> = (0..3).map(|_| rx.recv().unwrap()).collect();
+    let ended = std::thread::spawn(schedkit_linux::gettid).join().unwrap();
+    // A thread of another process: its TID is no thread of ours.
+    let mut other = Command::new("sleep").arg("30").spawn().unwrap();
+    let stranger = other.id() as i32;
+    let before_stranger = schedkit_linux::affinity::get_thread(stranger).unwrap();
+    let pinned = schedkit_linux::affinity::CpuSet::single(first);
+    let state = tempfile::tempdir().unwrap();
+    let mut j = Journal::create(&state.path().join("state"), &roots).unwrap();
+    let mut all = tids.clone();
+    all.extend([ended, stranger]);
+    j.record_all(vec![Entry::Affinities {
+        pid: me,
+        starttime,
+        old: allowed.clone(),
+        tids: all,
+        pin: None,
+        since: None,
+    }])
+    .unwrap();
+    for &t in &tids {
+        schedkit_linux::affinity::set_thread(t, &pinned).unwrap();
+    }
+    schedkit_linux::affinity::set_thread(stranger, &pinned).unwrap();
+    let undone = j.finish();
+    let after: Vec<_> = tids
+        .iter()
+        .map(|&t| schedkit_linux::affinity::get_thread(t).unwrap())
+        .collect();
+    let stranger_after = schedkit_linux::affinity::get_thread(stranger).unwrap();
+    let _ = schedkit_linux::affinity::set_thread(stranger, &before_stranger);
+    let _ = other.kill();
+    let _ = other.wait();
+    drop(stop_tx);
+    for h in waiting {
+        h.join().unwrap();
+    }
+    assert_eq!(undone.len(), 1);
+    assert_eq!(undone[0].outcome, Ok(true), "{undone:?}");
+    assert!(after.iter().all(|a| *a == allowed), "{after:?}");
+    assert_eq!(
+        stranger_after, pinned,
+        "another process's thread is not touched"
+    );
+}
+
+/// A journal written in an earlier boot of the machine names nothing live: `restore` removes
+/// it without applying anything.
+#[test]
+fn a_journal_of_another_boot_is_removed_unapplied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let roots = fake_tree(tmp.path());
+    fs::create_dir_all(tmp.path().join("proc/sys/kernel/random")).unwrap();
+    fs::write(
+        tmp.path().join("proc/sys/kernel/random/boot_id"),
+        "22222222-0000-0000-0000-000000000000\n",
+    )
+    .unwrap();
+    let state = tmp.path().join("state");
+    let made = tmp.path().join("cg/made");
+    fs::create_dir(&made).unwrap();
+    let dead = dead_pid();
+    let p = state.join(format!("journal-{dead}.jsonl"));
+    fs::write(
+        &p,
+        format!(
+            "{{\"journal\":1,\"pid\":{dead},\"starttime\":0,\"boot\":\"11111111-0000-0000-0000-000000000000\"}}\n{}\n",
+            line(&Entry::Mkdir { path: made.clone() })
+        ),
+    )
+    .unwrap();
+    let r = journal::restore_dir(&state, &roots, false).unwrap();
+    assert_eq!(r.journals.len(), 1);
+    assert!(r.journals[0].other_boot, "{:?}", r.journals[0]);
+    assert!(r.journals[0].undone.is_empty());
+    assert!(r.ok());
+    assert!(made.exists(), "nothing applied");
+    assert!(!p.exists(), "removed");
+    // A journal of this boot is undone as before.
+    let q = state.join(format!("journal-{}.jsonl", dead + 1));
+    fs::write(
+        &q,
+        format!(
+            "{{\"journal\":1,\"pid\":{},\"starttime\":0,\"boot\":\"22222222-0000-0000-0000-000000000000\"}}\n{}\n",
+            dead + 1,
+            line(&Entry::Mkdir { path: made.clone() })
+        ),
+    )
+    .unwrap();
+    let r = journal::restore_dir(&state, &roots, false).unwrap();
+    assert!(!r.journals[0].other_boot);
+    assert!(!made.exists(), "this boot's journal is undone");
 }

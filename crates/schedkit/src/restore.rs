@@ -114,6 +114,14 @@ fn journal_lines(r: &Restored, out: &mut Vec<String>) {
         ));
         return;
     }
+    if r.other_boot {
+        out.push(format!(
+            "{path}: run {} was before the machine last started; its changes went with that \
+             boot; removed without undoing anything",
+            r.owner_pid
+        ));
+        return;
+    }
     if r.busy {
         out.push(format!(
             "{path}: another restore holds it; left to that one"

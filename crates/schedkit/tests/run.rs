@@ -439,3 +439,153 @@ fn horizon_ends_the_whole_job_even_fifo_spinners_in_background() {
     );
     assert_eq!(machine_state(&[1]), before);
 }
+
+/// This thread's `Cpus_allowed_list`.
+fn own_cpus() -> String {
+    std::fs::read_to_string("/proc/thread-self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Cpus_allowed_list:"))
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Starts threads from one spawner thread every 2 ms until `stop`; each lives until `stop`
+/// and then reports its own `Cpus_allowed_list` (what a test harness or a server does beside
+/// an exclusive run).
+fn spawn_threads_until(
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<Vec<String>> {
+    use std::sync::atomic::Ordering;
+    std::thread::spawn(move || {
+        let mut children = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let stop = stop.clone();
+            children.push(std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                own_cpus()
+            }));
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        children.into_iter().map(|c| c.join().unwrap()).collect()
+    })
+}
+
+/// Whether this thread may use two CPUs or more (exclusive mode needs one for the system
+/// and one for the job); says why it skips otherwise.
+fn two_cpus_or_skip(cpus: &str) -> bool {
+    let list = cpus.trim_start_matches("Cpus_allowed_list:").trim();
+    if list.chars().all(|c| c.is_ascii_digit()) {
+        eprintln!("skipped: this test may use one CPU ({list}); exclusive mode needs two");
+        return false;
+    }
+    true
+}
+
+fn assert_none_pinned(masks: &[String], before: &str) {
+    let pinned: Vec<_> = masks.iter().filter(|m| *m != before).collect();
+    assert!(
+        pinned.is_empty(),
+        "{} of {} threads kept a pin after the run (want {before:?}): {:?}",
+        pinned.len(),
+        masks.len(),
+        pinned.iter().take(3).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn threads_born_during_a_killed_exclusive_run_get_the_machine_back_from_restore() {
+    // As below, but schedkit is killed with SIGKILL while threads are being born: no last
+    // sweep ever names those born after its previous sweep, and `restore` must still give
+    // them back what their process had.
+    if !is_root() {
+        eprintln!("skipped: exclusive mode moves other threads, which needs root");
+        return;
+    }
+    let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let before = own_cpus();
+    if !two_cpus_or_skip(&before) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spawner = spawn_threads_until(stop.clone());
+    let mut run = Command::new(BIN)
+        .args([
+            "run",
+            "--exclusive",
+            "--wait",
+            "--horizon",
+            "20s",
+            "--",
+            "sleep",
+            "20",
+        ])
+        .env("SCHEDKIT_STATE_DIR", &state)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until this process's threads are moved, then let more be born pinned.
+    let t0 = Instant::now();
+    while own_cpus() == before {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "exclusive mode never moved this test's threads"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    run.kill().unwrap(); // SIGKILL: no last sweep, no undo
+    run.wait().unwrap();
+    let out = schedkit(&["restore"], &state);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let masks = spawner.join().unwrap();
+    assert_none_pinned(&masks, &before);
+    assert_eq!(own_cpus(), before);
+}
+
+#[test]
+fn threads_born_during_an_exclusive_run_get_the_machine_back() {
+    // A process that starts threads all the time (a test harness, a server) is a bystander
+    // of an exclusive run: its threads born while the run holds the job CPUs inherit the
+    // system CPUs, including those born between the run's last sweep and its undo. After
+    // the run every one of them must have what its process had.
+    if !is_root() {
+        eprintln!("skipped: exclusive mode moves other threads, which needs root");
+        return;
+    }
+    let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let before = own_cpus();
+    if !two_cpus_or_skip(&before) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spawner = spawn_threads_until(stop.clone());
+    let out = schedkit(
+        &["run", "--exclusive", "--wait", "--", "sleep", "0.5"],
+        &state,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Threads born just after the run must inherit the machine again too.
+    std::thread::sleep(Duration::from_millis(50));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let masks = spawner.join().unwrap();
+    assert_none_pinned(&masks, &before);
+    assert_eq!(own_cpus(), before);
+}

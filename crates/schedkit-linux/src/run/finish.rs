@@ -260,9 +260,12 @@ impl Live<'_> {
         // A last sweep: threads born since the previous one inherited the system CPUs and are
         // journaled now, so undo gives them the machine back too.
         if let (Some((iso, _)), Some(j)) = (isolation.as_mut(), journal.as_mut()) {
-            let _ = iso.sweep(j);
+            let _ = iso.final_sweep(j);
         }
         let undone = journal.as_mut().map(|j| j.undo()).unwrap_or_default();
+        if let Some((iso, _)) = isolation.as_mut() {
+            iso.repair_after_undo();
+        }
         drop(journal);
         drop(lease);
         // Gang cgroups go once the journal no longer needs their freeze files.

@@ -168,8 +168,7 @@ impl Live<'_> {
             end_ns: None,
             tasks_file: target
                 .as_ref()
-                .map(|t| t.0.join("pids.current"))
-                .filter(|f| f.exists()),
+                .and_then(|t| crate::jobcg::task_counter(&t.0)),
             body: Body::Command { pid, exit: None },
             counters,
             next_index: 0,
@@ -266,9 +265,7 @@ impl Live<'_> {
             }
             Body::Command { .. }
                 if pr.tasks_file.as_ref().is_some_and(|f| {
-                    crate::read_trim(f)
-                        .ok()
-                        .and_then(|n| n.parse::<usize>().ok())
+                    crate::jobcg::count_tasks(f)
                         == Some(
                             tracks
                                 .iter()

@@ -233,9 +233,9 @@ pub(super) enum Body {
 pub(super) struct Proc {
     pub(super) start_ns: u64,
     pub(super) end_ns: Option<u64>,
-    /// A command's job cgroup's `pids.current` (every task of its tree, threads included),
-    /// where the hierarchy has one: while it equals the threads tracked, nothing new was
-    /// started and discovery reads nothing more.
+    /// A command's job cgroup's task count ([`crate::jobcg::task_counter`]), where the
+    /// hierarchy has one: while it equals the threads tracked, nothing new was started and
+    /// discovery reads nothing more.
     pub(super) tasks_file: Option<PathBuf>,
     pub(super) body: Body,
     pub(super) counters: Option<CounterSet>,
@@ -354,8 +354,10 @@ pub(super) fn discover(
 /// every [`IDLE_EVERY`] samples until it runs again: a job of a thousand threads that mostly
 /// sleep (a pool, a server) costs a quarter of the reads. Its CPU time stays exact (schedstat
 /// counts on); a wake-up is seen up to `IDLE_EVERY - 1` periods late, and its CPU time is
-/// then placed in the interval where it is seen (the trace's layout, not its totals).
-const IDLE_SAMPLES: u32 = 3;
+/// then placed in the interval where it is seen (the trace's layout, not its totals). One
+/// sample, not three: a thousand threads that each wake once a second spent most of their
+/// reads in the three samples after each wake-up (docs/results/run-cost.md).
+const IDLE_SAMPLES: u32 = 1;
 const IDLE_EVERY: u64 = 4;
 
 /// One sampling step over `[t0, t1)`: reads every live thread and writes the interval's
