@@ -150,6 +150,8 @@ impl Eevdf {
     /// moves a 335 thread at the third balance, where seed 004's CFS (eq. 4.3) never moves
     /// it; and 5 against 4 nice-0 threads (5120 > 1.17 x 4096) moves one at the second.
     pub(super) fn pull_from(&mut self, ctx: &Ctx, k: usize, b: usize) {
+        // A moved thread is placed against k's V, which must include k's running time.
+        self.catch_up(ctx, k);
         let cores = self.rqs.len();
         let pct = if self.overloaded(k) {
             self.imbalance_pct
