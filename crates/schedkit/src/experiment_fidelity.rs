@@ -168,7 +168,11 @@ pub fn run(a: FidelityArgs) -> Result<(), Failure> {
         repeats,
         schedkit_sim::policies::kernel_release().unwrap_or_default(),
         load.trim(),
-        if group.is_empty() { "none" } else { group.trim() }
+        if group.is_empty() {
+            "none"
+        } else {
+            group.trim()
+        }
     );
     let opts = FidelityOptions {
         scenarios,

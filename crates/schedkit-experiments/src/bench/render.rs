@@ -130,7 +130,12 @@ pub fn sim_text(b: &SimBench) -> String {
     }
     let pairs = eevdf_vs_cfs(b);
     if !pairs.is_empty() {
-        let mut t = table(&["cores", "cfs events/cpu-s", "eevdf events/cpu-s", "eevdf / cfs"]);
+        let mut t = table(&[
+            "cores",
+            "cfs events/cpu-s",
+            "eevdf events/cpu-s",
+            "eevdf / cfs",
+        ]);
         for p in &pairs {
             t.add_row(vec![
                 p.cores.to_string(),

@@ -22,7 +22,8 @@
 //!   queue's weight before it joins: PLACE_LAG keeps its lag across the sleep, scaled so that
 //!   adding it does not move V by more than its own lag); a new thread has lag 0 and a
 //!   deadline half a slice away (PLACE_DEADLINE_INITIAL). A thread's lag is clamped to
-//!   `(max(2 x slice, tick)) * 1024 / w` when it leaves (`update_entity_lag`).
+//!   `(max(2 x slice, tick)) * 1024 / w` when it leaves (`update_entity_lag`). V includes
+//!   the running thread's time up to the instant of the placement (`update_curr` first).
 //! - **RUN_TO_PARITY** (`set_protect_slice`, `protect_slice`): a thread picked to run keeps the
 //!   core until its deadline while it stays eligible; with equal slices (schedkit has no
 //!   `sched_attr.sched_runtime` slices) the protected vruntime is the deadline.
@@ -470,29 +471,6 @@ impl Eevdf {
     fn hot(&self, slot: Slot) -> bool {
         let left = self.ents[slot as usize].left;
         left != u64::MAX && self.now < left.saturating_add(MIGRATION_COST)
-    }
-
-    /// `update_curr` before a thread joins `core`'s queue (`enqueue_entity` calls it before
-    /// `place_entity`): the running thread's CPU time up to now goes into its vruntime, so
-    /// V is current when the newcomer is placed. The engine applies an instant's wake-ups
-    /// and arrivals before it charges the running threads, so without this a thread waking
-    /// mid-slice was placed against a V that lagged by the running thread's uncharged time
-    /// over the queue's weight, and gained that much lag at every wake-up (a 1 ms-every-5 ms
-    /// sleeper beside two hogs kept 2-3 ms of lag and preempted at every wake-up).
-    fn catch_up(&mut self, ctx: &Ctx, core: usize) {
-        if !self.catch_up {
-            return;
-        }
-        let Some(c) = self.rqs[core].curr else { return };
-        if ctx.running[core] != Some(c) || self.ents[c as usize].at != At::Running {
-            return;
-        }
-        let (at, pre) = self.acct[core];
-        if self.now > at {
-            let d = self.now - at;
-            self.ents[c as usize].pending += d;
-            self.acct[core] = (self.now, pre + d);
-        }
     }
 
     /// Notices that `core`'s running thread finished or blocked.
