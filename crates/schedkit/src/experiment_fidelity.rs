@@ -37,12 +37,20 @@ pub fn run(a: FidelityArgs) -> Result<(), Failure> {
     let models = fidelity::parse_models(&a.models)?;
     let scenarios = fidelity::load_scenarios(&files)?;
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    // With autogroup the job's session competes as one entity with the machine's other
+    // sessions, so its group's nice decides how much of the machine the job gets: say it.
+    let group = std::fs::read_to_string("/proc/self/autogroup").unwrap_or_default();
     eprintln!(
-        "fidelity: {} scenarios x {} real runs; kernel {}; load before: {}",
+        "fidelity: {} scenarios x {} real runs; kernel {}; load before: {}; autogroup: {}",
         scenarios.len(),
         repeats,
         schedkit_sim::policies::kernel_release().unwrap_or_default(),
-        load.trim()
+        load.trim(),
+        if group.is_empty() {
+            "none"
+        } else {
+            group.trim()
+        }
     );
     let opts = FidelityOptions {
         scenarios,

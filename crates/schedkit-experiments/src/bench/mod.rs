@@ -426,4 +426,32 @@ mod tests {
         let e = one("no-such-workload", Nanos::from_ms(1)).unwrap_err();
         assert!(e.is_bad_input());
     }
+
+    #[test]
+    fn bench_sim_pairs_eevdf_with_cfs_at_each_core_count() {
+        // The short (`--quick`) 2-core fair workloads, one run each: a real simulation, and
+        // no assertion on its speed (the machine is shared), only on the pairing.
+        let measured: Vec<Measured> = bench_workloads(true, None)
+            .iter()
+            .filter(|w| w.name == "cfs-1000x2" || w.name == "eevdf-1000x2")
+            .map(|w| measure(w, 1).unwrap())
+            .collect();
+        assert_eq!(measured.len(), 2);
+        let b = SimBench {
+            repeats: 1,
+            quick: true,
+            measured,
+            skipped: Vec::new(),
+            rss: Vec::new(),
+        };
+        let pairs = render::eevdf_vs_cfs(&b);
+        assert_eq!(pairs.len(), 1);
+        assert_eq!(pairs[0].cores, 2);
+        assert!(pairs[0].cfs > 0.0 && pairs[0].eevdf > 0.0);
+        assert!(render::sim_text(&b).contains("eevdf / cfs"));
+        assert_eq!(
+            render::sim_json(&b)["eevdf_vs_cfs"][0]["cores"].as_u64(),
+            Some(2)
+        );
+    }
 }

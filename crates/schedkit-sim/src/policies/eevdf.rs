@@ -22,7 +22,8 @@
 //!   queue's weight before it joins: PLACE_LAG keeps its lag across the sleep, scaled so that
 //!   adding it does not move V by more than its own lag); a new thread has lag 0 and a
 //!   deadline half a slice away (PLACE_DEADLINE_INITIAL). A thread's lag is clamped to
-//!   `(max(2 x slice, tick)) * 1024 / w` when it leaves (`update_entity_lag`).
+//!   `(max(2 x slice, tick)) * 1024 / w` when it leaves (`update_entity_lag`). V includes
+//!   the running thread's time up to the instant of the placement (`update_curr` first).
 //! - **RUN_TO_PARITY** (`set_protect_slice`, `protect_slice`): a thread picked to run keeps the
 //!   core until its deadline while it stays eligible; with equal slices (schedkit has no
 //!   `sched_attr.sched_runtime` slices) the protected vruntime is the deadline.
@@ -212,6 +213,12 @@ pub struct Eevdf {
     /// Whether a periodic balance is being served: a thread whose slice ended at this very
     /// tick still counts as running then (below).
     balancing: bool,
+    /// Per core: the time up to which its running thread's CPU time is in `pending`, and how
+    /// much of that the engine has not charged yet (`catch_up`).
+    acct: Vec<(u64, u64)>,
+    /// Whether `catch_up` may charge ahead of the engine: not with a context-switch cost,
+    /// where a picked thread starts running only after it.
+    catch_up: bool,
     #[cfg(test)]
     log: Vec<PickLog>,
 }
@@ -270,6 +277,8 @@ impl Eevdf {
             now: 0,
             loads: vec![0; cores],
             balancing: false,
+            acct: vec![(0, 0); cores],
+            catch_up: spec.context_switch().0 == 0,
             #[cfg(test)]
             log: Vec::new(),
         }
@@ -587,6 +596,7 @@ impl Dispatcher for Eevdf {
         if e.at == At::Delayed {
             // Woken while delayed: it stays on its queue (ttwu_runnable); DELAY_ZERO.
             let core = e.core;
+            self.catch_up(ctx, core);
             let lag = self.lag(slot, core);
             self.erase(slot);
             if lag > 0 {
@@ -620,6 +630,7 @@ impl Dispatcher for Eevdf {
                 self.move_load(slot, from, Some(core));
             }
         }
+        self.catch_up(ctx, core);
         self.place(slot, core, new);
         self.add_load(core, slot);
         self.insert(slot, core, At::Queued);
@@ -646,6 +657,8 @@ impl Dispatcher for Eevdf {
         self.ents[slot as usize].picked = self.picks;
         self.ents[slot as usize].at = At::Running;
         self.rqs[core].curr = Some(slot);
+        // The engine has charged every running thread up to now before it asks for picks.
+        self.acct[core] = (self.now, 0);
         Some(slot)
     }
 
@@ -659,8 +672,11 @@ impl Dispatcher for Eevdf {
         Some(Nanos(end - ctx.now.0))
     }
 
-    fn charge(&mut self, _ctx: &Ctx, slot: Slot, _core: usize, ran: Nanos) {
-        self.ents[slot as usize].pending += ran.0;
+    fn charge(&mut self, ctx: &Ctx, slot: Slot, core: usize, ran: Nanos) {
+        // Less what `catch_up` already counted of the same interval.
+        let (_, pre) = self.acct[core];
+        self.ents[slot as usize].pending += ran.0.saturating_sub(pre);
+        self.acct[core] = (ctx.now.0, 0);
     }
 
     fn preempt(&mut self, ctx: &Ctx, out: &mut Vec<usize>) {

@@ -28,6 +28,29 @@ impl Eevdf {
             .unwrap_or(0)
     }
 
+    /// `update_curr` before a thread joins `core`'s queue (`enqueue_entity` calls it before
+    /// `place_entity`): the running thread's CPU time up to now goes into its vruntime, so
+    /// V is current when the newcomer is placed. The engine applies an instant's wake-ups
+    /// and arrivals before it charges the running threads, so without this a thread waking
+    /// mid-slice was placed against a V that lagged by the running thread's uncharged time
+    /// over the queue's weight, and gained that much lag at every wake-up (a 1 ms-every-5 ms
+    /// sleeper beside two hogs kept 2-3 ms of lag and preempted at every wake-up).
+    pub(super) fn catch_up(&mut self, ctx: &Ctx, core: usize) {
+        if !self.catch_up {
+            return;
+        }
+        let Some(c) = self.rqs[core].curr else { return };
+        if ctx.running[core] != Some(c) || self.ents[c as usize].at != At::Running {
+            return;
+        }
+        let (at, pre) = self.acct[core];
+        if self.now > at {
+            let d = self.now - at;
+            self.ents[c as usize].pending += d;
+            self.acct[core] = (self.now, pre + d);
+        }
+    }
+
     pub(super) fn mark(&mut self, core: usize, slot: Slot) {
         if self.rqs[core].placed.is_empty() {
             self.to_check.push(core);
@@ -150,6 +173,8 @@ impl Eevdf {
     /// moves a 335 thread at the third balance, where seed 004's CFS (eq. 4.3) never moves
     /// it; and 5 against 4 nice-0 threads (5120 > 1.17 x 4096) moves one at the second.
     pub(super) fn pull_from(&mut self, ctx: &Ctx, k: usize, b: usize) {
+        // A moved thread is placed against k's V, which must include k's running time.
+        self.catch_up(ctx, k);
         let cores = self.rqs.len();
         let pct = if self.overloaded(k) {
             self.imbalance_pct
