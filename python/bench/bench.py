@@ -1,6 +1,6 @@
 """Benchmarks of the Python layer, written up in docs/results/python.md.
 
-    python python/bench/bench.py simulate [N]  # 10,000-process RR: Python vs the CLI, N repeats
+    python python/bench/bench.py simulate [N]  # 10,000-process RR: Python vs the CLI, N rounds
     RAYON_NUM_THREADS=1 python python/bench/bench.py sweep N   # N task sets on one core
     python python/bench/bench.py sweep N                       # ... on all cores
 
@@ -27,8 +27,12 @@ def rr_scenario(path):
         f.write("\n".join(lines) + "\n")
 
 
+def _load():
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def simulate(repeats):
-    """Python and the CLI, interleaved (CLI, Python, CLI, ...) so that a change in the
+    """Python and the CLI, interleaved (Python, CLI, Python, ...) so that a change in the
     machine's load hits both alike; medians and ranges. The Python side is split into its
     steps: parsing the file, simulating (Rust, the GIL released), handing the report's tables
     to Python, and building the pandas DataFrames."""
@@ -39,11 +43,8 @@ def simulate(repeats):
         path = os.path.join(d, "rr10k.toml")
         rr_scenario(path)
         steps = {k: [] for k in ("cli", "python", "load", "simulate", "tables", "pandas")}
-        for _ in range(repeats):
-            t = time.perf_counter()
-            subprocess.run([exe, "sim", path, "--json"], check=True, stdout=subprocess.DEVNULL)
-            steps["cli"].append(time.perf_counter() - t)
-
+        print(f"load average at the start: {_load()}", flush=True)
+        for i in range(repeats):
             t0 = time.perf_counter()
             sc = schedkit.Scenario.load(path)
             t1 = time.perf_counter()
@@ -59,14 +60,22 @@ def simulate(repeats):
             steps["tables"].append(t3 - t2)
             steps["pandas"].append(t4 - t3)
             steps["python"].append(t4 - t0)
+
+            t = time.perf_counter()
+            subprocess.run([exe, "sim", path, "--json"], check=True, stdout=subprocess.DEVNULL)
+            steps["cli"].append(time.perf_counter() - t)
+            print(f"  round {i + 1}: python {steps['python'][-1]:.3f} s, cli {steps['cli'][-1]:.3f} s, "
+                  f"load {_load()}", flush=True)
     med = {k: statistics.median(v) for k, v in steps.items()}
-    print(f"10,000-process RR, {repeats} interleaved repeats, median [min-max] s; "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"10,000-process RR, {repeats} interleaved rounds, median [min-max] s; "
+          f"load average at the end {_load()}")
     for k, v in steps.items():
         print(f"  {k:9} {med[k]:7.3f}  [{min(v):.3f}-{max(v):.3f}]")
+    ratios = sorted(p / c for p, c in zip(steps["python"], steps["cli"]))
     print(f"Python load+simulate+DataFrames / CLI sim --json: {med['python'] / med['cli']:.3f} "
-          f"({(med['python'] / med['cli'] - 1) * 100:+.1f} %); the Python-only steps "
-          f"(tables + pandas) {med['tables'] + med['pandas']:.3f} s")
+          f"({(med['python'] / med['cli'] - 1) * 100:+.1f} %); per round "
+          f"[{ratios[0]:.3f}-{ratios[-1]:.3f}], median {statistics.median(ratios):.3f}; the "
+          f"Python-only steps (tables + pandas) {med['tables'] + med['pandas']:.3f} s")
 
 
 def sweep_args():
