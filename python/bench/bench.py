@@ -10,6 +10,7 @@ Needs the package built with --release and SCHEDKIT_BIN pointing at a release bi
 """
 
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,8 +44,11 @@ def simulate(repeats):
         path = os.path.join(d, "rr10k.toml")
         rr_scenario(path)
         steps = {k: [] for k in ("cli", "python", "load", "simulate", "tables", "pandas")}
+        # CPU time too (user + system): on a shared machine it moves far less than wall time.
+        cpu = {"cli": [], "python": []}
         print(f"load average at the start: {_load()}", flush=True)
         for i in range(repeats):
+            c0 = time.process_time()
             t0 = time.perf_counter()
             sc = schedkit.Scenario.load(path)
             t1 = time.perf_counter()
@@ -54,6 +58,7 @@ def simulate(repeats):
             t3 = time.perf_counter()
             frames = [schedkit._frame(t) for t in tables]
             t4 = time.perf_counter()
+            cpu["python"].append(time.process_time() - c0)
             assert len(frames[1]) == 10_000  # threads: one per process
             steps["load"].append(t1 - t0)
             steps["simulate"].append(t2 - t1)
@@ -61,11 +66,14 @@ def simulate(repeats):
             steps["pandas"].append(t4 - t3)
             steps["python"].append(t4 - t0)
 
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
             subprocess.run([exe, "sim", path, "--json"], check=True, stdout=subprocess.DEVNULL)
             steps["cli"].append(time.perf_counter() - t)
-            print(f"  round {i + 1}: python {steps['python'][-1]:.3f} s, cli {steps['cli'][-1]:.3f} s, "
-                  f"load {_load()}", flush=True)
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu["cli"].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+            print(f"  round {i + 1}: python {steps['python'][-1]:.3f} s (cpu {cpu['python'][-1]:.3f}), "
+                  f"cli {steps['cli'][-1]:.3f} s (cpu {cpu['cli'][-1]:.3f}), load {_load()}", flush=True)
     med = {k: statistics.median(v) for k, v in steps.items()}
     print(f"10,000-process RR, {repeats} interleaved rounds, median [min-max] s; "
           f"load average at the end {_load()}")
@@ -76,6 +84,10 @@ def simulate(repeats):
           f"({(med['python'] / med['cli'] - 1) * 100:+.1f} %); per round "
           f"[{ratios[0]:.3f}-{ratios[-1]:.3f}], median {statistics.median(ratios):.3f}; the "
           f"Python-only steps (tables + pandas) {med['tables'] + med['pandas']:.3f} s")
+    cm = {k: statistics.median(v) for k, v in cpu.items()}
+    for k, v in cpu.items():
+        print(f"  cpu {k:6} {cm[k]:7.3f}  [{min(v):.3f}-{max(v):.3f}]")
+    print(f"CPU time, Python / CLI: {cm['python'] / cm['cli']:.3f} ({(cm['python'] / cm['cli'] - 1) * 100:+.1f} %)")
 
 
 def sweep_args():
