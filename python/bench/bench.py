@@ -1,6 +1,7 @@
 """Benchmarks of the Python layer, written up in docs/results/python.md.
 
     python python/bench/bench.py simulate [N]  # 10,000-process RR: Python vs the CLI, N rounds
+    python python/bench/bench.py tables [N]    # the tables and DataFrames of that run alone
     RAYON_NUM_THREADS=1 python python/bench/bench.py sweep N   # N task sets on one core
     python python/bench/bench.py sweep N                       # ... on all cores
 
@@ -90,6 +91,29 @@ def simulate(repeats):
     print(f"CPU time, Python / CLI: {cm['python'] / cm['cli']:.3f} ({(cm['python'] / cm['cli'] - 1) * 100:+.1f} %)")
 
 
+def tables(repeats):
+    """The Python layer alone: one simulation, then the report's tables handed to Python and
+    the DataFrames built `repeats` times (what `perf record` profiled); medians and ranges."""
+    from schedkit import _schedkit
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "rr10k.toml")
+        rr_scenario(path)
+        native = _schedkit.simulate(schedkit.Scenario.load(path), False)
+    tt, ft = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        tables = native.tables()
+        t1 = time.perf_counter()
+        [schedkit._frame(t) for t in tables]
+        t2 = time.perf_counter()
+        tt.append(t1 - t0)
+        ft.append(t2 - t1)
+    print(f"load {_load()}: native.tables() median {statistics.median(tt):.4f} "
+          f"[{min(tt):.4f}-{max(tt):.4f}] s; DataFrames median {statistics.median(ft):.4f} "
+          f"[{min(ft):.4f}-{max(ft):.4f}] s")
+
+
 def sweep_args():
     sc = schedkit.Scenario.load("examples/realtime/sweep.toml")
     return sc, dict(utilisations=[0.9], policies=["gedf"], generator="uunifast:8")
@@ -99,6 +123,8 @@ if __name__ == "__main__":
     what = sys.argv[1]
     if what == "simulate":
         simulate(int(sys.argv[2]) if len(sys.argv) > 2 else 9)
+    elif what == "tables":
+        tables(int(sys.argv[2]) if len(sys.argv) > 2 else 7)
     elif what == "sweep":
         sc, kw = sweep_args()
         n = int(sys.argv[2])
