@@ -459,7 +459,7 @@ impl Serializer for ScalarSerializer {
 mod tests {
     use super::*;
 
-    #[derive(Serialize)]
+    #[derive(serde::Serialize)]
     struct Row {
         a: u64,
         b: Option<f64>,
