@@ -18,6 +18,7 @@ import math
 import os
 from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
 
+import numpy as np
 import pandas as pd
 
 from . import _schedkit
@@ -41,22 +42,30 @@ __all__ = [
 __version__: str = _schedkit.__version__
 
 
+_NUMPY_TYPES = {"int": np.int64, "float": np.float64, "bool": np.bool_}
+
+
+def _column(kind: str, values: Any, mask: Optional[bytearray]) -> pd.Series:
+    """One column from the Rust module: numbers and booleans arrive as a buffer of native
+    values (``bytearray``) that numpy reads in place, nulls as a byte mask; strings as a
+    list."""
+    if kind == "str":
+        return pd.Series(values, dtype="object")
+    arr = np.frombuffer(values, dtype=_NUMPY_TYPES[kind])
+    if mask is None or kind == "float":
+        # Floats carry NaN where null already: pandas' float64 as before.
+        return pd.Series(arr, copy=False)
+    nulls = np.frombuffer(mask, dtype=np.bool_)
+    # Nanoseconds stay integers; a column with gaps is pandas' nullable Int64 (boolean).
+    if kind == "int":
+        return pd.Series(pd.arrays.IntegerArray(arr, nulls), copy=False)
+    return pd.Series(pd.arrays.BooleanArray(arr, nulls), copy=False)
+
+
 def _frame(table: tuple) -> pd.DataFrame:
-    """A ``(name, [(column, kind, nullable, values)])`` table as a typed DataFrame."""
+    """A ``(name, [(column, kind, values, mask)])`` table as a typed DataFrame."""
     _, columns = table
-    data = {}
-    for name, kind, nullable, values in columns:
-        if kind == "int":
-            # Nanoseconds stay integers; a column with gaps is pandas' nullable Int64.
-            dtype = "Int64" if nullable else "int64"
-        elif kind == "float":
-            dtype = "float64"
-        elif kind == "bool":
-            dtype = "boolean" if nullable else "bool"
-        else:
-            dtype = "object"
-        data[name] = pd.Series(values, dtype=dtype)
-    return pd.DataFrame(data)
+    return pd.DataFrame({name: _column(kind, values, mask) for name, kind, values, mask in columns})
 
 
 class Result:

@@ -59,8 +59,10 @@ class Scenario:
     def overrides(self) -> list[tuple[str, str]]: ...
     def __eq__(self, other: object) -> bool: ...
 
-Column = tuple[str, str, bool, list[Any]]
-"""(name, kind: "int" | "float" | "str" | "bool", nullable, values)"""
+Column = tuple[str, str, Union[bytearray, list[Optional[str]]], Optional[bytearray]]
+"""(name, kind: "int" | "float" | "str" | "bool", values, mask): values a bytearray of
+native int64 / float64 (NaN where null) / bool for numpy, or a list for "str"; mask a
+bytearray with 1 where the value is null, None when none is."""
 
 class SimResult:
     @property

@@ -7,6 +7,7 @@
 //! - [`shard`]: sweeps split into shards or batches and merged back exactly;
 //! - [`compare`]: one scenario under several simulator policies.
 
+mod columns;
 pub mod compare;
 mod error;
 #[cfg(feature = "parquet")]
