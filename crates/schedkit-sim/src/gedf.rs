@@ -18,8 +18,9 @@
 //! - the ready queue is a binary heap of `(deadline, creation order, slot)`: the EDF key
 //!   `(deadline, arrival, creation order)` orders exactly like `(deadline, creation order)`,
 //!   as threads are created in time order;
-//! - the worst running job is found by a scan of the cores' cached keys, made only when more
-//!   jobs wait than cores are idle (the only case in which anything can be preempted);
+//! - the worst running job is the root of a tournament tree (a max-tree) over the cores'
+//!   keys, updated in O(log cores) when a core's job changes: a scan of 64 cores at every
+//!   release that found no idle core was a tenth of a 1,000-task run;
 //! - idle cores are a bitset, walked in core order.
 //!
 //! Every count of [`SimStats`] is the engine's too: events popped (stale slice ends
@@ -39,13 +40,12 @@ const NONE: u32 = u32::MAX;
 /// no context-switch cost, no processes, and tasks of one sequential region without
 /// affinity.
 pub(crate) fn eligible(scenario: &Scenario) -> bool {
-    matches!(
-        scenario.policy().name(),
-        PolicyName::Edf | PolicyName::Gedf
-    ) && scenario.policy().context_switch() == Nanos::ZERO
+    matches!(scenario.policy().name(), PolicyName::Edf | PolicyName::Gedf)
+        && scenario.policy().context_switch() == Nanos::ZERO
         && scenario.processes().is_empty()
         && !scenario.tasks().is_empty()
         && scenario.cores() > 0
+        && scenario.horizon() < Nanos::MAX
         && scenario.cores() < NONE as usize
         && scenario.tasks().len() < NONE as usize
         && scenario
@@ -67,12 +67,65 @@ struct JobThread {
     last_core: u32,
 }
 
+/// An EDF key `(deadline, seq)` as one number: deadline in the high half. Every job's is
+/// above zero (`seq` starts at 1), so zero stands for an idle core in the [`MaxTree`].
+fn key(deadline: u64, seq: u64) -> u128 {
+    (deadline as u128) << 64 | seq as u128
+}
+
+/// The largest key over the cores and the core holding it: a complete binary tree in an
+/// array, leaves the cores' keys (zero: idle), each inner node the larger of its children.
+struct MaxTree {
+    /// Leaves start at `width` (a power of two); node 1 is the root.
+    nodes: Vec<u128>,
+    width: usize,
+}
+
+impl MaxTree {
+    fn new(cores: usize) -> MaxTree {
+        let width = cores.next_power_of_two();
+        MaxTree {
+            nodes: vec![0; 2 * width],
+            width,
+        }
+    }
+
+    fn set(&mut self, core: usize, key: u128) {
+        let mut i = self.width + core;
+        self.nodes[i] = key;
+        while i > 1 {
+            i /= 2;
+            let m = self.nodes[2 * i].max(self.nodes[2 * i + 1]);
+            // Unchanged here: unchanged above too.
+            if self.nodes[i] == m {
+                break;
+            }
+            self.nodes[i] = m;
+        }
+    }
+
+    /// The largest key and its core; `None` when every core is idle.
+    fn max(&self) -> Option<(u128, usize)> {
+        let top = self.nodes[1];
+        if top == 0 {
+            return None;
+        }
+        let mut i = 1;
+        while i < self.width {
+            i = if self.nodes[2 * i] == top {
+                2 * i
+            } else {
+                2 * i + 1
+            };
+        }
+        Some((top, i - self.width))
+    }
+}
+
 #[derive(Clone, Copy)]
 struct Core {
     /// The running slot (`NONE`: idle).
     running: u32,
-    /// The running job's EDF key `(deadline, seq)`, cached for the preemption scan.
-    key: (u64, u64),
     charged_at: u64,
     /// Order number of the live slice end of this core (`0`: none). A queued slice end whose
     /// number differs is stale: the engine's generation check.
@@ -102,6 +155,8 @@ struct Gedf<'a, S: TraceSink + ?Sized> {
     /// Per task: relative deadline and period, and the work of one job.
     params: Vec<(u64, u64, u64)>,
     cores: Vec<Core>,
+    /// The running jobs' keys.
+    worst: MaxTree,
     /// Bit `c` set: core `c` runs nothing.
     idle: Vec<u64>,
     idle_count: usize,
@@ -163,13 +218,13 @@ pub(crate) fn run<S: TraceSink + ?Sized>(
         cores: vec![
             Core {
                 running: NONE,
-                key: (0, 0),
                 charged_at: 0,
                 pending: 0,
                 vacated: None,
             };
             n
         ],
+        worst: MaxTree::new(n),
         idle,
         idle_count: n,
         vacated_cores: Vec::new(),
@@ -253,10 +308,15 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
     }
 
     fn next_time(&self) -> Option<u64> {
-        let a = self.initial.get(self.next_initial).map(|e| e.0);
-        let b = self.releases.peek().map(|e| e.0 .0);
-        let c = self.ends.peek().map(|e| e.0 .0);
-        [a, b, c].into_iter().flatten().min()
+        let a = self
+            .initial
+            .get(self.next_initial)
+            .map_or(u64::MAX, |e| e.0);
+        let b = self.releases.peek().map_or(u64::MAX, |e| e.0 .0);
+        let c = self.ends.peek().map_or(u64::MAX, |e| e.0 .0);
+        let t = a.min(b).min(c);
+        // `u64::MAX` as a real time would be past every horizon anyway.
+        (t != u64::MAX).then_some(t)
     }
 
     fn note_queue(&mut self) {
@@ -325,6 +385,7 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
     fn set_idle(&mut self, core: usize) {
         self.idle[core / 64] |= 1 << (core % 64);
         self.idle_count += 1;
+        self.worst.set(core, 0);
     }
 
     fn set_busy(&mut self, core: usize) {
@@ -447,22 +508,13 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
     /// cores, then each takes the core of the worst running job while that job's key is
     /// larger than its own. Called only when more jobs wait than cores are idle.
     fn preempt(&mut self) {
-        let worst = |cores: &[Core], out: &[usize]| {
-            let mut w: Option<((u64, u64), usize)> = None;
-            for (i, c) in cores.iter().enumerate() {
-                if c.running != NONE && w.is_none_or(|(k, _)| c.key > k) && !out.contains(&i) {
-                    w = Some((c.key, i));
-                }
-            }
-            w
-        };
-        let Some((worst_key, _)) = worst(&self.cores, &[]) else {
+        let Some((worst_key, _)) = self.worst.max() else {
             return;
         };
         let Some(&Reverse((d, s, _))) = self.ready.peek() else {
             return;
         };
-        if (d, s) >= worst_key {
+        if key(d, s) >= worst_key {
             return;
         }
         let mut out = std::mem::take(&mut self.out);
@@ -477,8 +529,12 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
                 idle -= 1;
                 continue;
             }
-            match worst(&self.cores, &out) {
-                Some((k, core)) if k > (e.0, e.1) => out.push(core),
+            match self.worst.max() {
+                Some((k, core)) if k > key(e.0, e.1) => {
+                    // Out of the running (its core is vacated below, which zeroes it too).
+                    self.worst.set(core, 0);
+                    out.push(core);
+                }
                 _ => break,
             }
         }
@@ -496,9 +552,8 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
         let Some(Reverse((d, s, slot))) = self.ready.pop() else {
             return;
         };
-        let c = &mut self.cores[core];
-        c.running = slot;
-        c.key = (d, s);
+        self.cores[core].running = slot;
+        self.worst.set(core, key(d, s));
         self.set_busy(core);
         picks.push((core, slot));
     }

@@ -28,8 +28,7 @@ fn fast(s: &Scenario) -> (TraceLog, SimStats) {
 fn same(s: &Scenario) -> (usize, usize) {
     let (a, sa) = general(s);
     let (b, sb) = fast(s);
-    if let Some(i) = (0..a.events.len().min(b.events.len())).find(|&i| a.events[i] != b.events[i])
-    {
+    if let Some(i) = (0..a.events.len().min(b.events.len())).find(|&i| a.events[i] != b.events[i]) {
         panic!(
             "{}: event {i} differs:\n general {:?}\n    fast {:?}\n before: {:?}",
             s.file(),
@@ -127,7 +126,10 @@ fn overloaded_constrained_and_offset_sets_match_the_general_engine() {
         preempted += p;
         migrated += m;
     }
-    assert!(preempted > 100 && migrated > 100, "{preempted} preemptions, {migrated} migrations");
+    assert!(
+        preempted > 100 && migrated > 100,
+        "{preempted} preemptions, {migrated} migrations"
+    );
 }
 
 #[test]
@@ -149,8 +151,12 @@ fn other_scenarios_are_not_eligible() {
         .with_horizon(Nanos::from_ms(10))
         .with_policy(PolicySpec::new(PolicyName::Gedf))
         .task(
-            Task::new("p", Nanos::from_ms(1), vec![Region::Seq(Nanos::from_us(10))])
-                .with_cpus(vec![1]),
+            Task::new(
+                "p",
+                Nanos::from_ms(1),
+                vec![Region::Seq(Nanos::from_us(10))],
+            )
+            .with_cpus(vec![1]),
         )
         .build()
         .unwrap();
