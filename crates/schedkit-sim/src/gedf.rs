@@ -1,0 +1,581 @@
+//! Global EDF over plain periodic tasks: the engine's model, specialised.
+//!
+//! Researchers run global EDF over millions of UUniFast sets, and a set of plain periodic
+//! tasks (one sequential region per job, no affinity, no processes, no context-switch cost)
+//! needs little of the general [`crate::engine::Engine`]: no patterns, controllers, balancing
+//! or dispatcher hooks, one thread per job. This module runs such a scenario with the
+//! engine's exact rules and writes exactly the events, in exactly the order, that the engine
+//! with the `Keyed<Edf>` dispatcher writes (the tests below compare the two traces event by
+//! event, and the golden outputs pin both), at a fraction of the cost
+//! (docs/results/speed.md):
+//!
+//! - releases come from their own heap of `(time, order, task)`, beside a second heap of
+//!   slice ends, instead of one heap of every event kind: the engine's `(time, class,
+//!   sequence)` order is kept, as releases are class 0 and slice ends class 2, and each heap
+//!   keeps its own push order;
+//! - a job's thread is a 40-byte record (deadline, creation order, work left, task, job, last
+//!   core), not the general `SimThread`;
+//! - the ready queue is a binary heap of `(deadline, creation order, slot)`: the EDF key
+//!   `(deadline, arrival, creation order)` orders exactly like `(deadline, creation order)`,
+//!   as threads are created in time order;
+//! - the worst running job is the root of a tournament tree (a max-tree) over the cores'
+//!   keys, updated in O(log cores) when a core's job changes: a scan of 64 cores at every
+//!   release that found no idle core was a tenth of a 1,000-task run;
+//! - idle cores are a bitset, walked in core order.
+//!
+//! Every count of [`SimStats`] is the engine's too: events popped (stale slice ends
+//! included), batches, jobs, the high-water marks of slots, job records and queued events.
+
+use crate::engine::{SimStats, Watch, WATCH_EVERY};
+use schedkit_core::scenario::{PolicyName, Region, Scenario};
+use schedkit_core::trace::{Event, Owner, Reason, Slot, TraceSink};
+use schedkit_core::Nanos;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// No core / no slice end pending.
+const NONE: u32 = u32::MAX;
+
+/// Whether `scenario` is one this engine runs exactly like the general one: (global) EDF,
+/// no context-switch cost, no processes, and tasks of one sequential region without
+/// affinity.
+pub(crate) fn eligible(scenario: &Scenario) -> bool {
+    matches!(scenario.policy().name(), PolicyName::Edf | PolicyName::Gedf)
+        && scenario.policy().context_switch() == Nanos::ZERO
+        && scenario.processes().is_empty()
+        && !scenario.tasks().is_empty()
+        && scenario.cores() > 0
+        && scenario.horizon() < Nanos::MAX
+        && scenario.cores() < NONE as usize
+        && scenario.tasks().len() < NONE as usize
+        && scenario
+            .tasks()
+            .iter()
+            .all(|t| t.cpus().is_none() && matches!(t.regions(), [Region::Seq(_)]))
+}
+
+/// A job's thread.
+#[derive(Clone, Copy)]
+struct JobThread {
+    deadline: u64,
+    /// Global creation order (the engine's `SimThread::seq`).
+    seq: u64,
+    remaining: u64,
+    job: u64,
+    task: u32,
+    /// The core it last ran on (`NONE`: not yet run).
+    last_core: u32,
+}
+
+/// An EDF key `(deadline, seq)` as one number: deadline in the high half. Every job's is
+/// above zero (`seq` starts at 1), so zero stands for an idle core in the [`MaxTree`].
+fn key(deadline: u64, seq: u64) -> u128 {
+    (deadline as u128) << 64 | seq as u128
+}
+
+/// The largest key over the cores and the core holding it: a complete binary tree in an
+/// array, leaves the cores' keys (zero: idle), each inner node the larger of its children.
+struct MaxTree {
+    /// Leaves start at `width` (a power of two); node 1 is the root.
+    nodes: Vec<u128>,
+    width: usize,
+}
+
+impl MaxTree {
+    fn new(cores: usize) -> MaxTree {
+        let width = cores.next_power_of_two();
+        MaxTree {
+            nodes: vec![0; 2 * width],
+            width,
+        }
+    }
+
+    fn set(&mut self, core: usize, key: u128) {
+        let mut i = self.width + core;
+        self.nodes[i] = key;
+        while i > 1 {
+            i /= 2;
+            let m = self.nodes[2 * i].max(self.nodes[2 * i + 1]);
+            // Unchanged here: unchanged above too.
+            if self.nodes[i] == m {
+                break;
+            }
+            self.nodes[i] = m;
+        }
+    }
+
+    /// The largest key and its core; `None` when every core is idle.
+    fn max(&self) -> Option<(u128, usize)> {
+        let top = self.nodes[1];
+        if top == 0 {
+            return None;
+        }
+        let mut i = 1;
+        while i < self.width {
+            i = if self.nodes[2 * i] == top {
+                2 * i
+            } else {
+                2 * i + 1
+            };
+        }
+        Some((top, i - self.width))
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Core {
+    /// The running slot (`NONE`: idle).
+    running: u32,
+    charged_at: u64,
+    /// Order number of the live slice end of this core (`0`: none). A queued slice end whose
+    /// number differs is stale: the engine's generation check.
+    pending: u64,
+    /// Set by expiry or preemption, as in the engine: the slot that just left, and why.
+    vacated: Option<(u32, Reason)>,
+}
+
+struct Gedf<'a, S: TraceSink + ?Sized> {
+    sink: &'a mut S,
+    now: u64,
+    horizon: u64,
+    /// First releases, by time (stable: file order), and the next one.
+    initial: Vec<(u64, u32)>,
+    next_initial: usize,
+    /// Later releases `(time, order, task)` and slice ends `(time, order, core)`, min-heaps.
+    releases: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    ends: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    order: u64,
+    /// Ready jobs `(deadline, seq, slot)`, min-heap. No entry is ever stale: nothing leaves
+    /// the queue but by being picked.
+    ready: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    threads: Vec<JobThread>,
+    free_slots: Vec<u32>,
+    thread_seq: u64,
+    next_job: Vec<u64>,
+    /// Per task: relative deadline and period, and the work of one job.
+    params: Vec<(u64, u64, u64)>,
+    cores: Vec<Core>,
+    /// The running jobs' keys.
+    worst: MaxTree,
+    /// Bit `c` set: core `c` runs nothing.
+    idle: Vec<u64>,
+    idle_count: usize,
+    vacated_cores: Vec<usize>,
+    picks: Vec<(usize, u32)>,
+    out: Vec<usize>,
+    taken: Vec<(u64, u64, u32)>,
+    stats: SimStats,
+    watch: Option<&'a dyn Watch>,
+    next_watch: u64,
+}
+
+/// Runs an [`eligible`] scenario, writing its events to `sink`.
+pub(crate) fn run<S: TraceSink + ?Sized>(
+    scenario: &Scenario,
+    sink: &mut S,
+    watch: Option<&dyn Watch>,
+) -> SimStats {
+    debug_assert!(eligible(scenario));
+    let n = scenario.cores();
+    let horizon = scenario.horizon().0;
+    let mut initial: Vec<(u64, u32)> = scenario
+        .tasks()
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.offset().0 < horizon)
+        .map(|(i, t)| (t.offset().0, i as u32))
+        .collect();
+    initial.sort_by_key(|&(t, _)| t);
+    let params = scenario
+        .tasks()
+        .iter()
+        .map(|t| {
+            let [Region::Seq(c)] = t.regions() else {
+                unreachable!("eligible")
+            };
+            (t.deadline().0, t.period().0, c.0)
+        })
+        .collect();
+    let mut idle = vec![0u64; n.div_ceil(64)];
+    for c in 0..n {
+        idle[c / 64] |= 1 << (c % 64);
+    }
+    let mut g = Gedf {
+        sink,
+        now: 0,
+        horizon,
+        initial,
+        next_initial: 0,
+        releases: BinaryHeap::with_capacity(scenario.tasks().len()),
+        ends: BinaryHeap::new(),
+        order: 0,
+        ready: BinaryHeap::new(),
+        threads: Vec::new(),
+        free_slots: Vec::new(),
+        thread_seq: 0,
+        next_job: vec![0; scenario.tasks().len()],
+        params,
+        cores: vec![
+            Core {
+                running: NONE,
+                charged_at: 0,
+                pending: 0,
+                vacated: None,
+            };
+            n
+        ],
+        worst: MaxTree::new(n),
+        idle,
+        idle_count: n,
+        vacated_cores: Vec::new(),
+        picks: Vec::new(),
+        out: Vec::new(),
+        taken: Vec::new(),
+        stats: SimStats::default(),
+        watch,
+        next_watch: 0,
+    };
+    g.run();
+    g.stats
+}
+
+impl<S: TraceSink + ?Sized> Gedf<'_, S> {
+    fn run(&mut self) {
+        while let Some(t) = self.next_time() {
+            if t > self.horizon {
+                break;
+            }
+            self.now = t;
+            // The batch: first releases, later releases, slice ends (the engine's classes).
+            while let Some(&(ts, task)) = self.initial.get(self.next_initial) {
+                if ts != t {
+                    break;
+                }
+                self.next_initial += 1;
+                self.stats.events += 1;
+                self.release(task as usize);
+            }
+            while let Some(&Reverse((ts, _, task))) = self.releases.peek() {
+                if ts != t {
+                    break;
+                }
+                self.releases.pop();
+                self.stats.events += 1;
+                self.release(task as usize);
+            }
+            while let Some(&Reverse((ts, order, core))) = self.ends.peek() {
+                if ts != t {
+                    break;
+                }
+                self.ends.pop();
+                self.stats.events += 1;
+                if self.cores[core as usize].pending == order {
+                    self.slice_end(core as usize);
+                }
+            }
+            self.decide();
+            if self.stats.events >= self.next_watch {
+                if let Some(w) = self.watch {
+                    self.next_watch = self.stats.events + WATCH_EVERY;
+                    if !w.keep_going(Nanos(self.now), self.stats.events) {
+                        self.stats.stopped_at = Some(Nanos(self.now));
+                        break;
+                    }
+                }
+            }
+        }
+        // Tasks are unbounded work: a run that was not stopped ends at the horizon.
+        if self.stats.stopped_at.is_none() {
+            self.now = self.horizon;
+        }
+        for core in 0..self.cores.len() {
+            self.charge(core);
+            let slot = std::mem::replace(&mut self.cores[core].running, NONE);
+            if slot != NONE {
+                self.sink.record(&Event::Deschedule {
+                    t: Nanos(self.now),
+                    core,
+                    slot,
+                    reason: Reason::Horizon,
+                });
+            }
+        }
+        self.stats.end = Nanos(self.now);
+        // Slots and job records are allocated and freed together (one thread per job), so
+        // both high-water marks are the slot vector's length.
+        self.stats.peak_slots = self.threads.len();
+        self.stats.peak_jobs = self.threads.len();
+    }
+
+    fn next_time(&self) -> Option<u64> {
+        let a = self
+            .initial
+            .get(self.next_initial)
+            .map_or(u64::MAX, |e| e.0);
+        let b = self.releases.peek().map_or(u64::MAX, |e| e.0 .0);
+        let c = self.ends.peek().map_or(u64::MAX, |e| e.0 .0);
+        let t = a.min(b).min(c);
+        // `u64::MAX` as a real time would be past every horizon anyway.
+        (t != u64::MAX).then_some(t)
+    }
+
+    fn note_queue(&mut self) {
+        let len = self.releases.len() + self.ends.len();
+        self.stats.peak_queue = self.stats.peak_queue.max(len);
+    }
+
+    fn release(&mut self, task: usize) {
+        let (rel_deadline, period, work) = self.params[task];
+        let now = self.now;
+        let job = self.next_job[task];
+        self.next_job[task] += 1;
+        let deadline = now + rel_deadline;
+        self.stats.jobs += 1;
+        self.sink.record(&Event::JobRelease {
+            t: Nanos(now),
+            task,
+            job,
+            deadline: Nanos(deadline),
+        });
+        self.thread_seq += 1;
+        let th = JobThread {
+            deadline,
+            seq: self.thread_seq,
+            remaining: work,
+            job,
+            task: task as u32,
+            last_core: NONE,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.threads[s as usize] = th;
+                s
+            }
+            None => {
+                self.threads.push(th);
+                (self.threads.len() - 1) as Slot
+            }
+        };
+        self.sink.record(&Event::Arrive {
+            t: Nanos(now),
+            slot,
+            owner: Owner::Task { task, job },
+        });
+        self.ready.push(Reverse((deadline, th.seq, slot)));
+        let next = now + period;
+        if next < self.horizon {
+            self.order += 1;
+            self.releases.push(Reverse((next, self.order, task as u32)));
+            self.note_queue();
+        }
+    }
+
+    /// Charges the running job of `core` up to now.
+    fn charge(&mut self, core: usize) {
+        let c = &mut self.cores[core];
+        if c.running == NONE || self.now <= c.charged_at {
+            return;
+        }
+        let ran = self.now - c.charged_at;
+        c.charged_at = self.now;
+        let t = &mut self.threads[c.running as usize];
+        t.remaining = t.remaining.saturating_sub(ran);
+    }
+
+    fn set_idle(&mut self, core: usize) {
+        self.idle[core / 64] |= 1 << (core % 64);
+        self.idle_count += 1;
+        self.worst.set(core, 0);
+    }
+
+    fn set_busy(&mut self, core: usize) {
+        self.idle[core / 64] &= !(1 << (core % 64));
+        self.idle_count -= 1;
+    }
+
+    /// The live slice end of `core`: the job finished, or (at the horizon) its slice expired.
+    fn slice_end(&mut self, core: usize) {
+        self.charge(core);
+        let slot = self.cores[core].running;
+        if self.threads[slot as usize].remaining == 0 {
+            self.finish(core, slot);
+        } else {
+            self.vacate(core, slot, Reason::Expired);
+        }
+    }
+
+    /// Takes `slot` off `core` and queues it; the Deschedule waits for `decide`, which may
+    /// pick it again on the same core (then the run continues without one).
+    fn vacate(&mut self, core: usize, slot: u32, reason: Reason) {
+        let c = &mut self.cores[core];
+        c.running = NONE;
+        c.pending = 0;
+        c.vacated = Some((slot, reason));
+        self.vacated_cores.push(core);
+        self.set_idle(core);
+        let t = &self.threads[slot as usize];
+        self.ready.push(Reverse((t.deadline, t.seq, slot)));
+    }
+
+    fn finish(&mut self, core: usize, slot: u32) {
+        let c = &mut self.cores[core];
+        c.running = NONE;
+        c.pending = 0;
+        self.set_idle(core);
+        let t = Nanos(self.now);
+        self.sink.record(&Event::Deschedule {
+            t,
+            core,
+            slot,
+            reason: Reason::Finished,
+        });
+        self.sink.record(&Event::Finish { t, slot });
+        self.free_slots.push(slot);
+        let th = &self.threads[slot as usize];
+        let (task, job) = (th.task as usize, th.job);
+        self.sink.record(&Event::JobFinish { t, task, job });
+    }
+
+    /// The engine's decision after a batch: preemptions, then picks (vacated cores first,
+    /// then idle ones, each in core order), then Deschedules, then dispatches.
+    fn decide(&mut self) {
+        self.stats.batches += 1;
+        if self.ready.len() > self.idle_count {
+            self.preempt();
+        }
+        let mut picks = std::mem::take(&mut self.picks);
+        picks.clear();
+        let mut vacated = std::mem::take(&mut self.vacated_cores);
+        vacated.sort_unstable();
+        for &core in &vacated {
+            if self.ready.is_empty() {
+                break;
+            }
+            self.pick_on(core, &mut picks);
+        }
+        'idle: for w in 0..self.idle.len() {
+            let mut bits = self.idle[w];
+            while bits != 0 {
+                if self.ready.is_empty() {
+                    break 'idle;
+                }
+                let core = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if self.cores[core].vacated.is_none() {
+                    self.pick_on(core, &mut picks);
+                }
+            }
+        }
+        let t = Nanos(self.now);
+        for &core in &vacated {
+            let c = &mut self.cores[core];
+            if let Some((prev, reason)) = c.vacated {
+                if c.running != prev {
+                    c.vacated = None;
+                    self.sink.record(&Event::Deschedule {
+                        t,
+                        core,
+                        slot: prev,
+                        reason,
+                    });
+                }
+            }
+        }
+        for &(core, slot) in &picks {
+            if self.cores[core].vacated.take().is_some() {
+                self.begin_run(core, slot);
+            } else {
+                let th = &mut self.threads[slot as usize];
+                let from = std::mem::replace(&mut th.last_core, core as u32);
+                if from != NONE && from as usize != core {
+                    self.sink.record(&Event::Migrate {
+                        t,
+                        slot,
+                        from: from as usize,
+                        to: core,
+                    });
+                }
+                self.sink.record(&Event::Dispatch { t, core, slot });
+                self.begin_run(core, slot);
+            }
+        }
+        vacated.clear();
+        self.vacated_cores = vacated;
+        self.picks = picks;
+    }
+
+    /// `Keyed`'s preemption with static keys: the best waiting jobs first take the idle
+    /// cores, then each takes the core of the worst running job while that job's key is
+    /// larger than its own. Called only when more jobs wait than cores are idle.
+    fn preempt(&mut self) {
+        let Some((worst_key, _)) = self.worst.max() else {
+            return;
+        };
+        let Some(&Reverse((d, s, _))) = self.ready.peek() else {
+            return;
+        };
+        if key(d, s) >= worst_key {
+            return;
+        }
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let mut idle = self.idle_count;
+        for _ in 0..self.cores.len() {
+            let Some(Reverse(e)) = self.ready.pop() else {
+                break;
+            };
+            self.taken.push(e);
+            if idle > 0 {
+                idle -= 1;
+                continue;
+            }
+            match self.worst.max() {
+                Some((k, core)) if k > key(e.0, e.1) => {
+                    // Out of the running (its core is vacated below, which zeroes it too).
+                    self.worst.set(core, 0);
+                    out.push(core);
+                }
+                _ => break,
+            }
+        }
+        self.ready.extend(self.taken.drain(..).map(Reverse));
+        for &core in &out {
+            self.charge(core);
+            let slot = self.cores[core].running;
+            self.vacate(core, slot, Reason::Preempted);
+        }
+        self.out = out;
+    }
+
+    /// The idle `core` takes the best ready job.
+    fn pick_on(&mut self, core: usize, picks: &mut Vec<(usize, u32)>) {
+        let Some(Reverse((d, s, slot))) = self.ready.pop() else {
+            return;
+        };
+        self.cores[core].running = slot;
+        self.worst.set(core, key(d, s));
+        self.set_busy(core);
+        picks.push((core, slot));
+    }
+
+    /// Starts or continues the run of `slot` on `core` and queues the end of its work.
+    fn begin_run(&mut self, core: usize, slot: u32) {
+        let now = self.now;
+        let end = self
+            .horizon
+            .min(now + self.threads[slot as usize].remaining);
+        let c = &mut self.cores[core];
+        c.charged_at = now;
+        if end > now {
+            self.order += 1;
+            c.pending = self.order;
+            self.ends.push(Reverse((end, self.order, core as u32)));
+            self.note_queue();
+        } else {
+            c.pending = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
