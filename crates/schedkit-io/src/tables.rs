@@ -13,7 +13,6 @@ use schedkit_core::report::Report;
 use schedkit_core::scenario::Scenario;
 use schedkit_core::trace::{run_intervals_with_reasons, Owner, Reason, TraceLog};
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// One column's values. Integers are signed 64-bit (nanoseconds up to 292 years).
 #[derive(Clone, Debug, PartialEq)]
