@@ -159,6 +159,9 @@ struct Job {
     members: BTreeSet<Member>,
     journaled: bool,
     frozen: bool,
+    /// The job's own containment cgroup (`cmd-<n>`, see [`crate::jobcg`]) frozen in place:
+    /// its members are never moved, and the directory is not this freezer's to remove.
+    in_place: bool,
 }
 
 /// The freezer of one run.
@@ -213,6 +216,40 @@ impl Freezer {
         self.jobs.get(&job).map(|j| &j.backend)
     }
 
+    /// Freezes command job `job` in its own job cgroup `dir` (`cmd-<n>` of [`crate::jobcg`])
+    /// instead of a `job-<n>` of the freezer's, where the process backend is cgroup v2 and
+    /// `dir` is on its hierarchy. Returns whether it did. Called before the job's first
+    /// [`Freezer::add`].
+    ///
+    /// Why: moving a job's process into `job-<n>` takes only that process. A child it forked
+    /// earlier stays in `cmd-<n>`, runs on while its job is "frozen" (and outlives the
+    /// owner's SIGKILL unfrozen), and the move changes the task count the sampler reads to
+    /// decide whether anything new started in `cmd-<n>`, so such a child could go unseen
+    /// for the whole run. `cmd-<n>` holds the job's whole tree from its first instruction.
+    pub fn use_job_cgroup(&mut self, job: usize, dir: &Path) -> bool {
+        let Backend::V2(mount) = &self.process else {
+            return false;
+        };
+        if self.jobs.contains_key(&job) || !dir.starts_with(mount) {
+            return false;
+        }
+        if !dir.join("cgroup.freeze").exists() {
+            return false;
+        }
+        self.jobs.insert(
+            job,
+            Job {
+                dir: Some(dir.to_path_buf()),
+                backend: self.process.clone(),
+                members: BTreeSet::new(),
+                journaled: false,
+                frozen: false,
+                in_place: true,
+            },
+        );
+        true
+    }
+
     /// Adds a process or thread to job `job` (idempotent). A member joining a frozen job is
     /// frozen at once.
     pub fn add(&mut self, journal: &mut Journal, job: usize, m: Member) -> Result<()> {
@@ -255,11 +292,14 @@ impl Freezer {
                     members: BTreeSet::new(),
                     journaled: false,
                     frozen: false,
+                    in_place: false,
                 },
             );
         }
         let j = self.jobs.get_mut(&job).expect("inserted");
         match (&j.dir, m) {
+            // Already inside, with everything it forked.
+            (Some(_), Member::Process(_)) if j.in_place => {}
             (Some(d), Member::Process(pid)) => write(&d.join("cgroup.procs"), &pid.to_string())?,
             (Some(d), Member::Thread(tid)) => write(&d.join("tasks"), &tid.to_string())?,
             (None, Member::Process(pid)) => {
@@ -354,7 +394,7 @@ impl Freezer {
     /// undone). A cgroup that still holds a process stays (it is thawed).
     pub fn cleanup(&mut self) {
         let mut bases = BTreeSet::new();
-        for j in self.jobs.values() {
+        for j in self.jobs.values().filter(|j| !j.in_place) {
             if let Some(d) = &j.dir {
                 let _ = std::fs::remove_dir(d);
                 if let Some(b) = d.parent() {

@@ -291,7 +291,6 @@ fn helper_gang_run() {
 }
 
 #[test]
-#[ignore = "open defect: after the owner's SIGKILL the job that was frozen was seen progressing again before restore (clean-clone CI, 2026-11-25); under investigation"]
 fn sigkilled_gang_run_is_thawed_by_restore() {
     let _serial = serial();
     if !root() {

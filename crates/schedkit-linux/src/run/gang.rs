@@ -104,10 +104,16 @@ impl GangRun {
         now: Nanos,
         scenario: &Scenario,
         threads: &[RunThread],
+        job_dirs: &[Option<&std::path::Path>],
         journal: &mut Journal,
     ) -> Result<()> {
         let live: Vec<&RunThread> = threads.iter().filter(|t| t.alive).collect();
         for t in &live {
+            if !t.builtin {
+                if let Some(Some(dir)) = job_dirs.get(t.process) {
+                    self.freezer.use_job_cgroup(t.process, dir);
+                }
+            }
             let m = if t.builtin {
                 Member::Thread(t.tid)
             } else {

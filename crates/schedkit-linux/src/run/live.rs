@@ -223,10 +223,16 @@ impl<'s> Live<'s> {
                     alive: !t.finished,
                 })
                 .collect();
+            let job_dirs: Vec<Option<&std::path::Path>> = self
+                .procs
+                .iter()
+                .map(|p| p.as_ref().and_then(|p| p.job_dir.as_deref()))
+                .collect();
             g.tick(
                 Nanos(t_now),
                 self.scenario,
                 &threads,
+                &job_dirs,
                 self.journal.as_mut().expect("journal"),
             )?;
         }

@@ -100,6 +100,7 @@ impl Live<'_> {
                 start_ns,
                 end_ns: None,
                 tasks_file: None,
+                job_dir: None,
                 body,
                 counters: None,
                 next_index: 0,
@@ -169,6 +170,7 @@ impl Live<'_> {
             tasks_file: target
                 .as_ref()
                 .and_then(|t| crate::jobcg::task_counter(&t.0)),
+            job_dir: target.as_ref().map(|t| t.0.clone()),
             body: Body::Command { pid, exit: None },
             counters,
             next_index: 0,

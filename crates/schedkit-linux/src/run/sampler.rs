@@ -237,6 +237,9 @@ pub(super) struct Proc {
     /// hierarchy has one: while it equals the threads tracked, nothing new was started and
     /// discovery reads nothing more.
     pub(super) tasks_file: Option<PathBuf>,
+    /// A command's job cgroup (`cmd-<n>`), where the run has them: the gang engine freezes
+    /// it in place rather than moving the job out of it.
+    pub(super) job_dir: Option<PathBuf>,
     pub(super) body: Body,
     pub(super) counters: Option<CounterSet>,
     pub(super) next_index: u32,
