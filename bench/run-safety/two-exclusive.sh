@@ -2,10 +2,10 @@
 # Two `schedkit run --exclusive` started together, with a SCHED_OTHER probe pinned to CPU 0
 # (the system CPU) counting loop iterations in 100 ms windows throughout. Prints the probe's
 # solo rate, its rate beside the runs (median and worst window), and both runs' exit statuses.
-# Usage: bench/run-safety/two-exclusive.sh [ROUNDS]   (root; needs two CPUs; release build)
+# Usage: bench/run-safety/two-exclusive.sh [ROUNDS]   (root; needs two CPUs; env SCHEDKIT=path/to/schedkit, default the release build)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-B=target/release/schedkit
+B=${SCHEDKIT:-target/release/schedkit}
 ROUNDS=${1:-5}
 probe() { # seconds -> one rate per 100 ms window, iterations/s
   taskset -c 0 python3 -c '
