@@ -319,6 +319,15 @@ impl<'a> Serializer for RowSerializer<'a> {
 /// would give them: a non-finite float is null, a unit variant its name.
 struct ScalarSerializer;
 
+/// `serialize_<t>` for integer types that fit an i64 (the trait wants one method per type).
+macro_rules! widen_to_int {
+    ($($method:ident: $t:ty),*) => {
+        $(fn $method(self, v: $t) -> Result<Scalar, Unsupported> {
+            Ok(Scalar::Int(v.into()))
+        })*
+    };
+}
+
 impl Serializer for ScalarSerializer {
     type Ok = Scalar;
     type Error = Unsupported;
@@ -333,26 +342,17 @@ impl Serializer for ScalarSerializer {
     fn serialize_bool(self, v: bool) -> Result<Scalar, Unsupported> {
         Ok(Scalar::Bool(v))
     }
-    fn serialize_i8(self, v: i8) -> Result<Scalar, Unsupported> {
-        Ok(Scalar::Int(v.into()))
-    }
-    fn serialize_i16(self, v: i16) -> Result<Scalar, Unsupported> {
-        Ok(Scalar::Int(v.into()))
-    }
-    fn serialize_i32(self, v: i32) -> Result<Scalar, Unsupported> {
-        Ok(Scalar::Int(v.into()))
-    }
+    // Every integer narrower than 64 bits widens losslessly into an i64 cell.
+    widen_to_int!(
+        serialize_i8: i8,
+        serialize_i16: i16,
+        serialize_i32: i32,
+        serialize_u8: u8,
+        serialize_u16: u16,
+        serialize_u32: u32
+    );
     fn serialize_i64(self, v: i64) -> Result<Scalar, Unsupported> {
         Ok(Scalar::Int(v))
-    }
-    fn serialize_u8(self, v: u8) -> Result<Scalar, Unsupported> {
-        Ok(Scalar::Int(v.into()))
-    }
-    fn serialize_u16(self, v: u16) -> Result<Scalar, Unsupported> {
-        Ok(Scalar::Int(v.into()))
-    }
-    fn serialize_u32(self, v: u32) -> Result<Scalar, Unsupported> {
-        Ok(Scalar::Int(v.into()))
     }
     fn serialize_u64(self, v: u64) -> Result<Scalar, Unsupported> {
         Ok(i64::try_from(v).map_or(Scalar::BigUint(v), Scalar::Int))

@@ -6,10 +6,8 @@
 
 use schedkit_core::Scenario;
 use schedkit_linux::ctl;
-use schedkit_linux::engine::{self, RunOptions, RunPolicy};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod common;
 
@@ -40,45 +38,30 @@ fn a_failing_accept_on_the_control_socket_is_a_run_warning() {
          [[process]]\nname = \"P1\"\nthreads = 1\ngroup = \"vm1\"\n",
     )
     .expect("scenario");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (stop2, dir2) = (stop.clone(), dir.clone());
-    let h = std::thread::spawn(move || {
-        let mut opts = RunOptions::new(RunPolicy::from_scenario(&sc).unwrap());
-        opts.state_dir = dir2;
-        opts.perf = false;
-        opts.stop = stop2;
-        engine::run(&sc, opts).expect("run")
+    let o = common::with_run_in_thread(sc, &dir, |sock| {
+        std::thread::sleep(Duration::from_millis(300)); // the run is in its loop
+        let mut old = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: old is a valid rlimit to fill.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut old) }, 0);
+        // Every descriptor but one taken: the client's socket takes the last, and the server's
+        // accept finds none. Held for a few of its 10 ms retries, then given back.
+        let n = open_fds();
+        set_nofile(n + 64, old.rlim_max);
+        let mut fill = Vec::new();
+        while let Ok(f) = std::fs::File::open("/dev/null") {
+            fill.push(f);
+        }
+        fill.pop();
+        let client = UnixStream::connect(sock);
+        std::thread::sleep(Duration::from_millis(60));
+        drop(fill);
+        set_nofile(old.rlim_cur, old.rlim_max);
+        drop(client);
+        std::thread::sleep(Duration::from_millis(300)); // a sample or two takes the warning
     });
-    let sock = ctl::socket_path(&dir, std::process::id() as i32);
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "no control socket");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(300)); // the run is in its loop
-    let mut old = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: old is a valid rlimit to fill.
-    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut old) }, 0);
-    // Every descriptor but one taken: the client's socket takes the last, and the server's
-    // accept finds none. Held for a few of its 10 ms retries, then given back.
-    let n = open_fds();
-    set_nofile(n + 64, old.rlim_max);
-    let mut fill = Vec::new();
-    while let Ok(f) = std::fs::File::open("/dev/null") {
-        fill.push(f);
-    }
-    fill.pop();
-    let client = UnixStream::connect(&sock);
-    std::thread::sleep(Duration::from_millis(60));
-    drop(fill);
-    set_nofile(old.rlim_cur, old.rlim_max);
-    drop(client);
-    std::thread::sleep(Duration::from_millis(300)); // a sample or two takes the warning
-    stop.store(true, Ordering::Relaxed);
-    let o = h.join().unwrap();
     eprintln!("warnings: {:#?}", o.warnings);
     let accept: Vec<&String> = o
         .warnings

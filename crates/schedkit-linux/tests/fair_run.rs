@@ -13,7 +13,6 @@ use schedkit_linux::journal;
 use schedkit_linux::Roots;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 mod common;
@@ -336,24 +335,7 @@ fn with_tenants_run(dir: &Path, f: impl FnOnce(&Path)) -> RunOutcome {
          [[process]]\nname = \"P1\"\nthreads = 2\ngroup = \"vm1\"\n\
          [[process]]\nname = \"P2\"\nthreads = 2\ngroup = \"vm2\"\n",
     );
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (stop2, dir2) = (stop.clone(), dir.to_path_buf());
-    let h = std::thread::spawn(move || {
-        let mut opts = RunOptions::new(RunPolicy::from_scenario(&sc).unwrap());
-        opts.state_dir = dir2;
-        opts.perf = false;
-        opts.stop = stop2;
-        engine::run(&sc, opts).expect("run")
-    });
-    let sock = ctl::socket_path(dir, std::process::id() as i32);
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "no control socket");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    f(&sock);
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap()
+    common::with_run_in_thread(sc, dir, f)
 }
 
 fn kernel_values(sock: &Path) -> Vec<Option<u64>> {

@@ -580,7 +580,10 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
         self.became_ready(slot);
     }
 
-    fn finish(&mut self, core: usize, slot: Slot) {
+    /// `slot` leaves `core` for good (finished or blocked): the core is free, nothing is
+    /// vacated for a preemption check, and the trace says why.
+    #[inline]
+    pub(super) fn leave_core(&mut self, core: usize, slot: Slot, reason: Reason) {
         let c = &mut self.cores[core];
         c.running = None;
         c.generation += 1;
@@ -589,8 +592,12 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
             t: self.now,
             core,
             slot,
-            reason: Reason::Finished,
+            reason,
         });
+    }
+
+    fn finish(&mut self, core: usize, slot: Slot) {
+        self.leave_core(core, slot, Reason::Finished);
         self.emit(Event::Finish { t: self.now, slot });
         self.threads[slot as usize].state = ThreadState::Done;
         self.live -= 1;

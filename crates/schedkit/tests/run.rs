@@ -484,15 +484,60 @@ fn two_cpus_or_skip(cpus: &str) -> bool {
     true
 }
 
-fn assert_none_pinned(masks: &[String], before: &str) {
-    let pinned: Vec<_> = masks.iter().filter(|m| *m != before).collect();
-    assert!(
-        pinned.is_empty(),
-        "{} of {} threads kept a pin after the run (want {before:?}): {:?}",
-        pinned.len(),
-        masks.len(),
-        pinned.iter().take(3).collect::<Vec<_>>()
-    );
+/// A bystander of an exclusive run: a process (this test) that starts threads all the time,
+/// with the machine lock held and a state directory of its own. `None` (the reason printed)
+/// where the test cannot run: not root, or fewer than two CPUs.
+struct Bystander {
+    _machine: std::sync::MutexGuard<'static, ()>,
+    before: String,
+    _dir: tempfile::TempDir,
+    state: std::path::PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    spawner: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl Bystander {
+    fn start() -> Option<Bystander> {
+        if !is_root() {
+            eprintln!("skipped: exclusive mode moves other threads, which needs root");
+            return None;
+        }
+        let machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+        let before = own_cpus();
+        if !two_cpus_or_skip(&before) {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spawner = spawn_threads_until(stop.clone());
+        Some(Bystander {
+            _machine: machine,
+            before,
+            _dir: dir,
+            state,
+            stop,
+            spawner,
+        })
+    }
+
+    /// Stops the spawner a moment after the run (threads born just after it must inherit
+    /// the machine again too) and checks that no thread kept a pin.
+    fn finish(self) {
+        std::thread::sleep(Duration::from_millis(50));
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let masks = self.spawner.join().unwrap();
+        let pinned: Vec<_> = masks.iter().filter(|m| **m != self.before).collect();
+        assert!(
+            pinned.is_empty(),
+            "{} of {} threads kept a pin after the run (want {:?}): {:?}",
+            pinned.len(),
+            masks.len(),
+            self.before,
+            pinned.iter().take(3).collect::<Vec<_>>()
+        );
+        assert_eq!(own_cpus(), self.before);
+    }
 }
 
 #[test]
@@ -500,19 +545,9 @@ fn threads_born_during_a_killed_exclusive_run_get_the_machine_back_from_restore(
     // As below, but schedkit is killed with SIGKILL while threads are being born: no last
     // sweep ever names those born after its previous sweep, and `restore` must still give
     // them back what their process had.
-    if !is_root() {
-        eprintln!("skipped: exclusive mode moves other threads, which needs root");
+    let Some(b) = Bystander::start() else {
         return;
-    }
-    let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-    let before = own_cpus();
-    if !two_cpus_or_skip(&before) {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let spawner = spawn_threads_until(stop.clone());
+    };
     let mut run = Command::new(BIN)
         .args([
             "run",
@@ -524,14 +559,14 @@ fn threads_born_during_a_killed_exclusive_run_get_the_machine_back_from_restore(
             "sleep",
             "20",
         ])
-        .env("SCHEDKIT_STATE_DIR", &state)
+        .env("SCHEDKIT_STATE_DIR", &b.state)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     // Wait until this process's threads are moved, then let more be born pinned.
     let t0 = Instant::now();
-    while own_cpus() == before {
+    while own_cpus() == b.before {
         assert!(
             t0.elapsed() < Duration::from_secs(10),
             "exclusive mode never moved this test's threads"
@@ -541,17 +576,13 @@ fn threads_born_during_a_killed_exclusive_run_get_the_machine_back_from_restore(
     std::thread::sleep(Duration::from_millis(200));
     run.kill().unwrap(); // SIGKILL: no last sweep, no undo
     run.wait().unwrap();
-    let out = schedkit(&["restore"], &state);
+    let out = schedkit(&["restore"], &b.state);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::thread::sleep(Duration::from_millis(50));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let masks = spawner.join().unwrap();
-    assert_none_pinned(&masks, &before);
-    assert_eq!(own_cpus(), before);
+    b.finish();
 }
 
 #[test]
@@ -560,32 +591,17 @@ fn threads_born_during_an_exclusive_run_get_the_machine_back() {
     // of an exclusive run: its threads born while the run holds the job CPUs inherit the
     // system CPUs, including those born between the run's last sweep and its undo. After
     // the run every one of them must have what its process had.
-    if !is_root() {
-        eprintln!("skipped: exclusive mode moves other threads, which needs root");
+    let Some(b) = Bystander::start() else {
         return;
-    }
-    let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-    let before = own_cpus();
-    if !two_cpus_or_skip(&before) {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let spawner = spawn_threads_until(stop.clone());
+    };
     let out = schedkit(
         &["run", "--exclusive", "--wait", "--", "sleep", "0.5"],
-        &state,
+        &b.state,
     );
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // Threads born just after the run must inherit the machine again too.
-    std::thread::sleep(Duration::from_millis(50));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let masks = spawner.join().unwrap();
-    assert_none_pinned(&masks, &before);
-    assert_eq!(own_cpus(), before);
+    b.finish();
 }

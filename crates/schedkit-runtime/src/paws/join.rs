@@ -226,10 +226,7 @@ fn wait_stolen(c: &Ctx, state: &AtomicUsize) {
     let plain = &sh.plain;
     let mut idle = Backoff::default();
     while state.load(Acquire) != DONE {
-        if let Some(j) = c.deque.pop() {
-            unsafe { (j.exec)(j.ptr) };
-            idle = Backoff::default();
-        } else if steal_one(c, plain) {
+        if help_once(c, plain) {
             idle = Backoff::default();
         } else if idle.snooze() {
             sleep_on(sh, c.index, state);
@@ -305,6 +302,19 @@ fn sleep_on(sh: &Shared, core: usize, state: &AtomicUsize) {
     }
     plain.sleeping.fetch_sub(1, SeqCst);
     plain.parked[core].store(false, SeqCst);
+}
+
+/// One round of helping while a wait lasts (a join's stolen half, a scope's spawns): run a
+/// job of our own deque, else steal one. Whether anything ran.
+#[inline(always)]
+fn help_once(c: &Ctx, plain: &Plain) -> bool {
+    if let Some(j) = c.deque.pop() {
+        // SAFETY: a job on our deque stays valid until it is run (its owner waits for it).
+        unsafe { (j.exec)(j.ptr) };
+        true
+    } else {
+        steal_one(c, plain)
+    }
 }
 
 /// Steals one plain job (injector first, then a random other worker's deque top) and runs it
@@ -537,10 +547,7 @@ pub fn scope<'env, R>(f: impl FnOnce(&Scope<'env>) -> R) -> R {
         // yields, as `join` does before it sleeps.
         let mut idle = Backoff::default();
         while s.pending.load(Acquire) > 0 {
-            if let Some(j) = c.deque.pop() {
-                unsafe { (j.exec)(j.ptr) };
-                idle = Backoff::default();
-            } else if steal_one(c, plain) {
+            if help_once(c, plain) {
                 idle = Backoff::default();
             } else if idle.snooze() {
                 idle.rounds = BUSY_ROUNDS;

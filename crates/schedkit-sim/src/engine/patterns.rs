@@ -57,16 +57,7 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
 
     /// A patterned thread's run phase ran out on `core`: it leaves the core and sleeps.
     pub(super) fn block(&mut self, core: usize, slot: Slot) {
-        let c = &mut self.cores[core];
-        c.running = None;
-        c.generation += 1;
-        self.running[core] = None;
-        self.emit(Event::Deschedule {
-            t: self.now,
-            core,
-            slot,
-            reason: Reason::Blocked,
-        });
+        self.leave_core(core, slot, Reason::Blocked);
         self.threads[slot as usize].state = ThreadState::Blocked;
         self.emit(Event::Block { t: self.now, slot });
         let (i, _) = self.threads[slot as usize].phase.expect("patterned thread");
