@@ -6,7 +6,7 @@
 use crate::table::ms;
 use schedkit_core::Nanos;
 use schedkit_linux::engine::{FairReport, ProcessOutcome, RunOutcome};
-use schedkit_linux::exclusive::RtThrottle;
+use schedkit_linux::exclusive::{ExclusiveReport, RtThrottle};
 use schedkit_linux::perf::CounterKind;
 
 fn counter(po: &ProcessOutcome, k: CounterKind) -> Option<u64> {
@@ -93,67 +93,7 @@ pub fn text(o: &RunOutcome) -> String {
         out.push_str(&fair_text(f));
     }
     if let Some(x) = &o.exclusive {
-        out.push_str(&format!(
-            "\nexclusive mode: system CPUs {}, job CPUs {}, SCHED_FIFO {}\n",
-            x.system_cpus, x.job_cpus, x.priority
-        ));
-        out.push_str(&format!(
-            "  moved {} thread(s) to the system CPUs; {} left where they are (kernel-bound):",
-            x.moved_threads,
-            x.kept_threads.len()
-        ));
-        let names: Vec<String> = x
-            .kept_threads
-            .iter()
-            .take(12)
-            .map(|k| format!("{}[{}]", k.comm, k.tid))
-            .collect();
-        out.push_str(&format!(
-            " {}{}\n",
-            names.join(" "),
-            if x.kept_threads.len() > 12 {
-                " ..."
-            } else {
-                ""
-            }
-        ));
-        out.push_str(&format!(
-            "  moved {} IRQ(s) to the system CPUs; the kernel refused {}",
-            x.moved_irqs.len(),
-            x.refused_irqs.len()
-        ));
-        if !x.refused_irqs.is_empty() {
-            let r: Vec<String> = x
-                .refused_irqs
-                .iter()
-                .map(|r| {
-                    format!(
-                        "{} ({})",
-                        r.irq,
-                        r.errno
-                            .map_or("?".into(), |e| std::io::Error::from_raw_os_error(e)
-                                .kind()
-                                .to_string()
-                                + &format!(", errno {e}"))
-                    )
-                })
-                .collect();
-            out.push_str(&format!(": {}", r.join(", ")));
-        }
-        out.push('\n');
-        match (x.rt_throttle, x.rt_runtime_us, x.rt_period_us) {
-            (Some(RtThrottle::Off), _, _) => {
-                out.push_str("  RT throttling: off for the run (restored afterwards)\n")
-            }
-            (_, Some(r), Some(p)) if r >= 0 => out.push_str(&format!(
-                "  RT throttling kept: runtime {r} us per {p} us — a FIFO thread may be held off {} ms each period when anything else wants its CPU (--rt-throttle off avoids it)\n",
-                ms(x.rt_throttle_cost_ns.unwrap_or(0))
-            )),
-            _ => out.push_str("  RT throttling: not active on this kernel\n"),
-        }
-        for w in &x.warnings {
-            out.push_str(&format!("  warning: {w}\n"));
-        }
+        out.push_str(&exclusive_text(x));
     }
     if !o.undone.is_empty() {
         let ok = o.undone.iter().filter(|u| u.outcome == Ok(true)).count();
@@ -166,6 +106,74 @@ pub fn text(o: &RunOutcome) -> String {
                 String::new()
             }
         ));
+    }
+    out
+}
+
+/// What exclusive mode did: the CPUs, the threads and IRQs it moved (and those the kernel
+/// kept), RT throttling.
+pub fn exclusive_text(x: &ExclusiveReport) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "\nexclusive mode: system CPUs {}, job CPUs {}, SCHED_FIFO {}\n",
+        x.system_cpus, x.job_cpus, x.priority
+    ));
+    out.push_str(&format!(
+        "  moved {} thread(s) to the system CPUs; {} left where they are (kernel-bound):",
+        x.moved_threads,
+        x.kept_threads.len()
+    ));
+    let names: Vec<String> = x
+        .kept_threads
+        .iter()
+        .take(12)
+        .map(|k| format!("{}[{}]", k.comm, k.tid))
+        .collect();
+    out.push_str(&format!(
+        " {}{}\n",
+        names.join(" "),
+        if x.kept_threads.len() > 12 {
+            " ..."
+        } else {
+            ""
+        }
+    ));
+    out.push_str(&format!(
+        "  moved {} IRQ(s) to the system CPUs; the kernel refused {}",
+        x.moved_irqs.len(),
+        x.refused_irqs.len()
+    ));
+    if !x.refused_irqs.is_empty() {
+        let r: Vec<String> = x
+            .refused_irqs
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} ({})",
+                    r.irq,
+                    r.errno
+                        .map_or("?".into(), |e| std::io::Error::from_raw_os_error(e)
+                            .kind()
+                            .to_string()
+                            + &format!(", errno {e}"))
+                )
+            })
+            .collect();
+        out.push_str(&format!(": {}", r.join(", ")));
+    }
+    out.push('\n');
+    match (x.rt_throttle, x.rt_runtime_us, x.rt_period_us) {
+        (Some(RtThrottle::Off), _, _) => {
+            out.push_str("  RT throttling: off for the run (restored afterwards)\n")
+        }
+        (_, Some(r), Some(p)) if r >= 0 => out.push_str(&format!(
+            "  RT throttling kept: runtime {r} us per {p} us — a FIFO thread may be held off {} ms each period when anything else wants its CPU (--rt-throttle off avoids it)\n",
+            ms(x.rt_throttle_cost_ns.unwrap_or(0))
+        )),
+        _ => out.push_str("  RT throttling: not active on this kernel\n"),
+    }
+    for w in &x.warnings {
+        out.push_str(&format!("  warning: {w}\n"));
     }
     out
 }

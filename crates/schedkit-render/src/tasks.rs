@@ -81,3 +81,50 @@ pub fn grouped_warnings(warnings: &[String]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedkit_runtime::tasks::Job;
+
+    #[test]
+    fn refused_perf_counters_are_one_line_and_other_warnings_one_each() {
+        let w = vec![
+            "perf_event_open(cpu-migrations) of tid 1 refused".to_string(),
+            "perf_event_open(context-switches) of tid 1 refused".to_string(),
+            "the horizon ran over".to_string(),
+        ];
+        let text = grouped_warnings(&w);
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(text.starts_with("warning: 2 perf counter(s)"), "{text}");
+        assert!(text.ends_with("warning: the horizon ran over\n"), "{text}");
+    }
+
+    #[test]
+    fn the_pool_line_and_unmeasured_cpu_time_are_said() {
+        let run = RealRun {
+            cores: 2,
+            jobs: vec![Job {
+                task: 0,
+                job: 0,
+                release: 0,
+                deadline: 10_000_000,
+                start: 0,
+                finish: 12_000_000,
+            }],
+            task_cpu: vec![None],
+            user_switches: Some(3),
+            user_migrations: Some(1),
+            steals: Some(2),
+            ..RealRun::default()
+        };
+        let text = text(PolicyName::Paws, &run);
+        assert!(text.contains("paws on 2 cores: 1 jobs, 1 missed"), "{text}");
+        assert!(text.contains("n/a (perf refused)"), "{text}");
+        assert!(
+            text.contains("pool (user level): 3 switches, 1 migrations, 2 steals"),
+            "{text}"
+        );
+        assert!(text.contains("cpu ms per task: not measured"), "{text}");
+    }
+}
