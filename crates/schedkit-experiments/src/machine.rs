@@ -21,14 +21,23 @@ pub trait Machine: Sync {
 
     /// Runs a periodic task set on every CPU of this machine under `policy` (one of the
     /// real task-set policies: `sched-deadline`, or `paws`, `gedf`, `ws` on the runtime's
-    /// real-time pool), as `schedkit run` runs a `[[task]]` scenario. A set the kernel's
-    /// admission control refuses is bad input ([`Error::is_bad_input`]).
+    /// real-time pool), as `schedkit run` runs a `[[task]]` scenario
+    /// ([`schedkit_runtime::tasks`], which the default calls; a test may stand in). A set
+    /// the kernel's admission control refuses is bad input ([`Error::is_bad_input`]).
     fn run_tasks(
         &self,
         tasks: &[Task],
         policy: PolicyName,
-        options: &TaskRunOptions,
-    ) -> Result<TaskRun, Error>;
+        o: &TaskRunOptions,
+    ) -> Result<TaskRun, Error> {
+        let options = schedkit_runtime::tasks::RealOptions {
+            duration: o.duration,
+            perf: o.perf,
+            seed: o.seed,
+            stall_witness: o.stall_witness,
+        };
+        Ok(schedkit_runtime::tasks::run_real(tasks, policy, &options)?.into())
+    }
 }
 
 /// Options of a real task-set run ([`Machine::run_tasks`]).
@@ -70,6 +79,26 @@ pub struct TaskRun {
     pub stall_lateness: Vec<u64>,
     /// What the run warns about (perf refused, a horizon overrun).
     pub warnings: Vec<String>,
+}
+
+impl From<schedkit_runtime::tasks::RealRun> for TaskRun {
+    fn from(r: schedkit_runtime::tasks::RealRun) -> TaskRun {
+        TaskRun {
+            jobs: r.jobs.len() as u64,
+            misses: r.misses(),
+            kernel_migrations: r.kernel_migrations,
+            kernel_switches: r.kernel_switches,
+            user_migrations: r.user_migrations,
+            user_switches: r.user_switches,
+            steals: r.steals,
+            responses: r.jobs.iter().map(|j| j.response()).collect(),
+            unexplained_misses: r.stalls.is_some().then(|| r.unexplained_misses()),
+            stall_lateness: r.stalls.iter().flatten().map(|s| s.late_ns).collect(),
+            preemption_latency: r.preemption_latency,
+            preemption_stages: r.preemption_stages,
+            warnings: r.warnings,
+        }
+    }
 }
 
 /// The CPUs this process may use (its affinity, among the online ones) and the online count.

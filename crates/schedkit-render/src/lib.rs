@@ -1,9 +1,14 @@
 //! Rendering for schedkit: the report as a table or CSV ([`table`]), deterministic SVG charts
 //! ([`chart`]), the Gantt chart of a trace ([`gantt`]) and the trace as Chrome trace-event JSON
-//! ([`chrome`]). Everything here turns data into text; writing it to stdout or files is the
+//! ([`chrome`]), and what only a real run knows: the kernel's view of a process run
+//! ([`kernel`]), the extra lines of a `[[task]]` run ([`tasks`]), the machine's topology
+//! ([`topo`]). Everything here turns data into text; writing it to stdout or files is the
 //! caller's business.
 
 pub mod chart;
 pub mod chrome;
 pub mod gantt;
+pub mod kernel;
 pub mod table;
+pub mod tasks;
+pub mod topo;

@@ -8,6 +8,8 @@
 //! - [`prim`]: [`Event`] (auto/manual reset), [`Mutex`], [`Semaphore`], [`Barrier`],
 //!   [`Channel`], all over one gate whose implementation the runtime's [`Arch`] selects.
 //! - [`pool`]: [`Pool`], the FCFS worker pool with a mutex queue or a lock-free queue.
+//! - [`tasks`]: `[[task]]` scenarios on real cores, under SCHED_DEADLINE or on the PAWS /
+//!   global-EDF / work-stealing pool of [`paws`], folded into the report `sim` gives.
 //!
 //! Design notes: `docs/fibers.md` and `docs/pool.md`.
 
@@ -24,6 +26,8 @@ pub mod rt;
 #[cfg(not(loom))]
 pub mod stack;
 pub(crate) mod sync;
+#[cfg(not(loom))]
+pub mod tasks;
 
 /// Under `--cfg loom` only the A2 state machine is built, for its loom models.
 #[cfg(loom)]

@@ -36,21 +36,14 @@ pub fn run(a: FidelityArgs) -> Result<(), Failure> {
     let files = fidelity::scenario_files(&a.files, Path::new("examples/fidelity"))?;
     let models = fidelity::parse_models(&a.models)?;
     let scenarios = fidelity::load_scenarios(&files)?;
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    // With autogroup the job's session competes as one entity with the machine's other
-    // sessions, so its group's nice decides how much of the machine the job gets: say it.
-    let group = std::fs::read_to_string("/proc/self/autogroup").unwrap_or_default();
+    let before = fidelity::MachineState::read();
     eprintln!(
         "fidelity: {} scenarios x {} real runs; kernel {}; load before: {}; autogroup: {}",
         scenarios.len(),
         repeats,
-        schedkit_sim::policies::kernel_release().unwrap_or_default(),
-        load.trim(),
-        if group.is_empty() {
-            "none"
-        } else {
-            group.trim()
-        }
+        before.kernel,
+        before.load,
+        before.autogroup.as_deref().unwrap_or("none")
     );
     let opts = FidelityOptions {
         scenarios,
@@ -58,8 +51,10 @@ pub fn run(a: FidelityArgs) -> Result<(), Failure> {
         models: models.clone(),
     };
     let result = fidelity::run(&opts, &mut KernelRunner, &Bar::experiment())?;
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    eprintln!("fidelity: load after: {}", load.trim());
+    eprintln!(
+        "fidelity: load after: {}",
+        fidelity::MachineState::read().load
+    );
     let json = serde_json::to_string_pretty(&result).map_err(|e| anyhow::anyhow!("json: {e}"))?;
     let jp = a.flags.write("fidelity.json", &json)?;
     let sp = a.flags.write(

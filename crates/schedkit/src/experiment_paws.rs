@@ -87,7 +87,11 @@ impl PawsExpArgs {
         let real = if self.flags.sim_only {
             Vec::new()
         } else {
-            paws::parse_policies(&self.real, &crate::taskrun::REAL_TASK_POLICIES, "--real")?
+            paws::parse_policies(
+                &self.real,
+                &schedkit_runtime::tasks::REAL_TASK_POLICIES,
+                "--real",
+            )?
         };
         Ok(PawsOptions {
             cores: self.cores,

@@ -8,6 +8,15 @@ use schedkit_core::scenario::ScenarioError;
 /// Exit status for bad input (scenario or arguments).
 pub const EXIT_BAD_INPUT: u8 = 2;
 
+/// Exit status for missing privileges, or a run that cannot do what the scenario asks.
+pub const EXIT_PRIVILEGE: u8 = 3;
+/// Exit status when another live schedkit run holds what this run needs (the machine
+/// lease); `--wait` queues instead.
+pub const EXIT_BUSY: u8 = 4;
+/// Exit status when a dead run's changes were never undone; `schedkit restore` first, or
+/// `--restore-stale`.
+pub const EXIT_STALE: u8 = 5;
+
 /// Exit status of a run stopped by SIGINT or SIGTERM.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
@@ -21,6 +30,25 @@ impl From<ScenarioError> for Failure {
     fn from(e: ScenarioError) -> Failure {
         Failure {
             status: EXIT_BAD_INPUT,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The Linux layer's errors (the real engine, the task runner of `schedkit_runtime::tasks`):
+/// bad input 2, a refusal (privilege, a degraded run not allowed) 3, busy 4, stale 5, an OS
+/// failure 1.
+impl From<schedkit_linux::Error> for Failure {
+    fn from(e: schedkit_linux::Error) -> Failure {
+        use schedkit_linux::Error;
+        Failure {
+            status: match e {
+                Error::Input(_) => EXIT_BAD_INPUT,
+                Error::Privilege(_) | Error::Degraded(_) => EXIT_PRIVILEGE,
+                Error::Busy(_) => EXIT_BUSY,
+                Error::Stale(_) => EXIT_STALE,
+                Error::Os { .. } => 1,
+            },
             message: e.to_string(),
         }
     }
@@ -49,24 +77,6 @@ impl From<anyhow::Error> for Failure {
         Failure {
             status: 1,
             message: format!("{e:#}"),
-        }
-    }
-}
-
-/// The binary's failures as the experiments' error, for what the binary does on their behalf
-/// (`Machine::run_tasks`): each exit status to the error that maps back to it, with the same
-/// message.
-impl From<Failure> for schedkit_experiments::Error {
-    fn from(f: Failure) -> schedkit_experiments::Error {
-        use schedkit_experiments::Error;
-        use schedkit_linux::Error as Linux;
-        match f.status {
-            EXIT_BAD_INPUT => Error::Linux(Linux::Input(f.message)),
-            crate::run::EXIT_PRIVILEGE => Error::Linux(Linux::Privilege(f.message)),
-            crate::run::EXIT_BUSY => Error::Linux(Linux::Busy(f.message)),
-            crate::run::EXIT_STALE => Error::Linux(Linux::Stale(f.message)),
-            EXIT_INTERRUPTED => Error::Interrupted,
-            _ => Error::Failed(f.message),
         }
     }
 }

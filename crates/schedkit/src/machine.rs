@@ -1,9 +1,9 @@
-//! The binary's side of the experiments' [`Machine`]: the real engine of `schedkit run` and
-//! this executable as the helper for spinners, hogs and the `ctl` client.
+//! The binary's side of the experiments' [`Machine`]: the real engine of `schedkit run` (with
+//! the binary's signal handlers) and this executable as the helper for spinners, hogs and the
+//! `ctl` client. Task sets run through the trait's default (`schedkit_runtime::tasks`).
 
-use crate::taskrun::{run_real, RealOptions};
-use schedkit_core::scenario::{PolicyName, Scenario, Task};
-use schedkit_experiments::machine::{Machine, TaskRun, TaskRunOptions};
+use schedkit_core::scenario::Scenario;
+use schedkit_experiments::machine::Machine;
 use schedkit_experiments::Error;
 use schedkit_linux::engine::{self, RunOptions, RunOutcome};
 use std::path::PathBuf;
@@ -26,35 +26,5 @@ impl Machine for ThisMachine {
 
     fn helper_exe(&self) -> Result<PathBuf, Error> {
         crate::self_exe().map_err(|e| Error::io("locating the schedkit binary", e))
-    }
-
-    fn run_tasks(
-        &self,
-        tasks: &[Task],
-        policy: PolicyName,
-        o: &TaskRunOptions,
-    ) -> Result<TaskRun, Error> {
-        let options = RealOptions {
-            duration: o.duration,
-            perf: o.perf,
-            seed: o.seed,
-            stall_witness: o.stall_witness,
-        };
-        let r = run_real(tasks, policy, &options).map_err(Error::from)?;
-        Ok(TaskRun {
-            jobs: r.jobs.len() as u64,
-            misses: r.misses(),
-            kernel_migrations: r.kernel_migrations,
-            kernel_switches: r.kernel_switches,
-            user_migrations: r.user_migrations,
-            user_switches: r.user_switches,
-            steals: r.steals,
-            responses: r.jobs.iter().map(|j| j.response()).collect(),
-            unexplained_misses: r.stalls.is_some().then(|| r.unexplained_misses()),
-            stall_lateness: r.stalls.iter().flatten().map(|s| s.late_ns).collect(),
-            preemption_latency: r.preemption_latency,
-            preemption_stages: r.preemption_stages,
-            warnings: r.warnings,
-        })
     }
 }

@@ -5,7 +5,6 @@ use anyhow::Result;
 use clap::Args;
 use schedkit_core::report::Report;
 use schedkit_core::Nanos;
-pub use schedkit_render::table::{ms, table};
 use schedkit_render::table::{render_csv, render_table};
 
 /// Where a report goes besides the table on stdout.

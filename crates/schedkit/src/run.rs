@@ -4,51 +4,22 @@
 //! The report (`--json`, the table, `--gantt`, `--trace`) has exactly the schema of `sim`'s,
 //! so the two can be compared key for key. What only a real run knows (the kernel's own
 //! switch and migration counts, perf counters, the longest stall, what exclusive mode moved
-//! and what the kernel refused) follows the table, and goes to `--linux-json FILE`.
+//! and what the kernel refused) follows the table, and goes to `--linux-json FILE`; both are
+//! `schedkit_render::kernel`'s. This module turns the flags into the engine's options.
 
 use crate::failure::{Failure, EXIT_BAD_INPUT};
 use crate::output;
 use crate::output::ReportArgs;
 use clap::{Args, ValueEnum};
 use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, ScenarioError, Work};
-use schedkit_core::trace::TraceLog;
 use schedkit_core::Nanos;
 use schedkit_linux::affinity::CpuSet;
-use schedkit_linux::engine::{self, RunOptions, RunOutcome, RunPolicy};
-use schedkit_linux::exclusive::RtThrottle;
+use schedkit_linux::engine::{self, RunOptions, RunPolicy};
 
-mod fair;
 mod one;
 pub use one::OneArgs;
 use one::{attach, exclusive_config, request_of, wait_of};
-use schedkit_linux::perf::CounterKind;
 use std::path::PathBuf;
-
-/// Exit status for missing privileges, or a run that cannot do what the scenario asks.
-pub const EXIT_PRIVILEGE: u8 = 3;
-/// Exit status when another live schedkit run holds what this run needs (the machine
-/// lease); `--wait` queues instead.
-pub const EXIT_BUSY: u8 = 4;
-/// Exit status when a dead run's changes were never undone; `schedkit restore` first, or
-/// `--restore-stale`.
-pub const EXIT_STALE: u8 = 5;
-
-impl From<schedkit_linux::Error> for Failure {
-    fn from(e: schedkit_linux::Error) -> Failure {
-        Failure {
-            status: match e {
-                schedkit_linux::Error::Input(_) => EXIT_BAD_INPUT,
-                schedkit_linux::Error::Privilege(_) | schedkit_linux::Error::Degraded(_) => {
-                    EXIT_PRIVILEGE
-                }
-                schedkit_linux::Error::Busy(_) => EXIT_BUSY,
-                schedkit_linux::Error::Stale(_) => EXIT_STALE,
-                schedkit_linux::Error::Os { .. } => 1,
-            },
-            message: e.to_string(),
-        }
-    }
-}
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum RtThrottleArg {
@@ -171,21 +142,7 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
         return attach(&a, request);
     }
     let oneshot = one::command_plan(&a, &request)?;
-    let sample = Nanos::parse(&a.sample).map_err(|m| bad(format!("--sample: {m}")))?;
-    if sample.0 == 0 || sample > Nanos::from_secs(1) {
-        return Err(bad("--sample: must be between 1ns and 1s"));
-    }
-    let sample_budget = match a.sample_budget.as_str() {
-        "off" => None,
-        b => match b.trim_end_matches('%').parse::<f64>() {
-            Ok(p) if p > 0.0 && p <= 100.0 => Some(p / 100.0),
-            _ => {
-                return Err(bad(format!(
-                    "--sample-budget: `{b}` is not a percentage in (0, 100] or `off`"
-                )))
-            }
-        },
-    };
+    let (sample, sample_budget) = sampling(&a)?;
     let horizon = a
         .horizon
         .as_deref()
@@ -198,92 +155,22 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
         .map(CpuSet::parse_list)
         .transpose()
         .map_err(|m| bad(format!("--system-cores: {m}")))?;
-    let mut scenario = match (&a.file, a.command.is_empty()) {
-        (Some(_), false) => {
-            return Err(bad(
-                "give either a scenario FILE or a command after `--`, not both",
-            ))
-        }
-        (None, true) => {
-            return Err(bad(
-                "nothing to run: give a scenario FILE or a command after `--` (schedkit run --exclusive -- CMD ARGS...)",
-            ))
-        }
-        // The same parse and runnability checks as `sim` (no work, work after the horizon:
-        // exit 2 with the line and a caret; far-off durations: a warning).
-        (Some(f), true) => crate::simcmd::load(f, &crate::simcmd::SimOverrides::default())?.scenario,
-        (None, false) => command_scenario(
-            &a.command,
-            if a.exclusive {
-                PolicyName::Exclusive
-            } else {
-                PolicyName::Default
-            },
-            Nanos::from_secs(365 * 24 * 3600),
-        )?,
-    };
-    if let Some(h) = horizon {
-        if h.0 == 0 {
-            return Err(bad("--horizon: must be greater than zero"));
-        }
-        scenario = scenario.with_horizon(h)?;
-    }
+    let scenario = scenario_of(&a, horizon)?;
     // Periodic fork-join tasks (seed 001) have their own real engines.
     if !scenario.tasks().is_empty() && !a.exclusive {
-        return crate::taskrun::run_scenario(
-            &scenario,
-            &a.report,
-            !a.no_perf,
-            a.stall_witness,
-            a.allow_degraded,
-        );
+        let options = schedkit_runtime::tasks::ScenarioOptions {
+            perf: !a.no_perf,
+            stall_witness: a.stall_witness,
+            allow_degraded: a.allow_degraded,
+        };
+        return crate::taskrun::run_scenario(&scenario, &a.report, &options);
     }
     if a.stall_witness {
         return Err(bad(
             "--stall-witness: only scenarios of [[task]] entries have deadlines to explain",
         ));
     }
-    if a.exclusive {
-        scenario = scenario
-            .with_policy_spec(scenario.policy().clone().with_name(PolicyName::Exclusive))?;
-    }
-    if let Some(c) = oneshot.as_ref().and_then(|p| p.cpus.as_ref()) {
-        // The command asked for these CPUs: the report's frame is theirs.
-        scenario = scenario.with_cores(c.len())?;
-    }
-    let mut policy = RunPolicy::from_scenario(&scenario)?;
-    match &mut policy {
-        RunPolicy::Exclusive(cfg) => *cfg = exclusive_config(&a, system, a.priority.unwrap_or(99)),
-        RunPolicy::Fifo { priority } | RunPolicy::Rr { priority, .. } => *priority = a.priority,
-        RunPolicy::Default
-        | RunPolicy::Gang { .. }
-        | RunPolicy::ProcessFair
-        | RunPolicy::Fair { .. } => {}
-    }
-    if !matches!(policy, RunPolicy::Exclusive(_))
-        && (a.system_cores.is_some() || matches!(a.rt_throttle, RtThrottleArg::Off))
-    {
-        return Err(bad(
-            "--system-cores and --rt-throttle apply to exclusive mode only (add --exclusive)",
-        ));
-    }
-    // One command's --priority went into its plan (with --policy fifo or rr).
-    let oneshot_rt = oneshot.as_ref().is_some_and(|p| {
-        matches!(
-            p.class,
-            Some(
-                schedkit_linux::sched::Policy::Fifo { .. }
-                    | schedkit_linux::sched::Policy::Rr { .. }
-            )
-        )
-    });
-    if a.priority.is_some() && !policy_takes_priority(&policy) && !oneshot_rt {
-        return Err(bad(
-            "--priority: this run's policy does not use real-time priorities (it applies to \
-             fcfs, rr and exclusive runs: add --exclusive, or give `policy.name = \"fcfs\"` \
-             or `\"rr\"` in the scenario)",
-        ));
-    }
+    let (scenario, policy) = policy_of(&a, scenario, system, oneshot.as_ref())?;
     let wait = wait_of(&a)?;
     if a.keep_running && (a.command.is_empty() || a.exclusive) {
         return Err(bad(
@@ -321,12 +208,123 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     }
     let outcome = engine::run(&scenario, opts);
     bar.finish();
-    let outcome = outcome?;
+    print_outcome(&a, &outcome?)
+}
+
+/// `--sample` and `--sample-budget` (a fraction of one core; `None`: off).
+fn sampling(a: &RunArgs) -> Result<(Nanos, Option<f64>), Failure> {
+    let sample = Nanos::parse(&a.sample).map_err(|m| bad(format!("--sample: {m}")))?;
+    if sample.0 == 0 || sample > Nanos::from_secs(1) {
+        return Err(bad("--sample: must be between 1ns and 1s"));
+    }
+    let budget = match a.sample_budget.as_str() {
+        "off" => None,
+        b => match b.trim_end_matches('%').parse::<f64>() {
+            Ok(p) if p > 0.0 && p <= 100.0 => Some(p / 100.0),
+            _ => {
+                return Err(bad(format!(
+                    "--sample-budget: `{b}` is not a percentage in (0, 100] or `off`"
+                )))
+            }
+        },
+    };
+    Ok((sample, budget))
+}
+
+/// The scenario FILE, or the one-liner's scenario, with `--horizon` applied.
+fn scenario_of(a: &RunArgs, horizon: Option<Nanos>) -> Result<Scenario, Failure> {
+    let scenario = match (&a.file, a.command.is_empty()) {
+        (Some(_), false) => {
+            return Err(bad(
+                "give either a scenario FILE or a command after `--`, not both",
+            ))
+        }
+        (None, true) => {
+            return Err(bad(
+                "nothing to run: give a scenario FILE or a command after `--` (schedkit run --exclusive -- CMD ARGS...)",
+            ))
+        }
+        // The same parse and runnability checks as `sim` (no work, work after the horizon:
+        // exit 2 with the line and a caret; far-off durations: a warning).
+        (Some(f), true) => crate::simcmd::load(f, &crate::simcmd::SimOverrides::default())?.scenario,
+        (None, false) => command_scenario(
+            &a.command,
+            if a.exclusive {
+                PolicyName::Exclusive
+            } else {
+                PolicyName::Default
+            },
+            Nanos::from_secs(365 * 24 * 3600),
+        )?,
+    };
+    match horizon {
+        Some(h) if h.0 == 0 => Err(bad("--horizon: must be greater than zero")),
+        Some(h) => Ok(scenario.with_horizon(h)?),
+        None => Ok(scenario),
+    }
+}
+
+/// The run's policy on the kernel from the scenario and the flags (`--exclusive`,
+/// `--priority`, `--system-cores`, `--rt-throttle`, one command's `--cpus`), each flag
+/// applied or refused.
+fn policy_of(
+    a: &RunArgs,
+    mut scenario: Scenario,
+    system: Option<CpuSet>,
+    oneshot: Option<&schedkit_linux::oneshot::Plan>,
+) -> Result<(Scenario, RunPolicy), Failure> {
+    if a.exclusive {
+        scenario = scenario
+            .with_policy_spec(scenario.policy().clone().with_name(PolicyName::Exclusive))?;
+    }
+    if let Some(c) = oneshot.and_then(|p| p.cpus.as_ref()) {
+        // The command asked for these CPUs: the report's frame is theirs.
+        scenario = scenario.with_cores(c.len())?;
+    }
+    let mut policy = RunPolicy::from_scenario(&scenario)?;
+    match &mut policy {
+        RunPolicy::Exclusive(cfg) => *cfg = exclusive_config(a, system, a.priority.unwrap_or(99)),
+        RunPolicy::Fifo { priority } | RunPolicy::Rr { priority, .. } => *priority = a.priority,
+        RunPolicy::Default
+        | RunPolicy::Gang { .. }
+        | RunPolicy::ProcessFair
+        | RunPolicy::Fair { .. } => {}
+    }
+    if !matches!(policy, RunPolicy::Exclusive(_))
+        && (a.system_cores.is_some() || matches!(a.rt_throttle, RtThrottleArg::Off))
+    {
+        return Err(bad(
+            "--system-cores and --rt-throttle apply to exclusive mode only (add --exclusive)",
+        ));
+    }
+    // One command's --priority went into its plan (with --policy fifo or rr).
+    let oneshot_rt = oneshot.is_some_and(|p| {
+        matches!(
+            p.class,
+            Some(
+                schedkit_linux::sched::Policy::Fifo { .. }
+                    | schedkit_linux::sched::Policy::Rr { .. }
+            )
+        )
+    });
+    if a.priority.is_some() && !policy_takes_priority(&policy) && !oneshot_rt {
+        return Err(bad(
+            "--priority: this run's policy does not use real-time priorities (it applies to \
+             fcfs, rr and exclusive runs: add --exclusive, or give `policy.name = \"fcfs\"` \
+             or `\"rr\"` in the scenario)",
+        ));
+    }
+    Ok((scenario, policy))
+}
+
+/// Prints a process run's outcome: its warnings, the shared report as asked, the kernel's
+/// view (`schedkit_render::kernel`), and the files of `--gantt`, `--trace`, `--linux-json`.
+fn print_outcome(a: &RunArgs, outcome: &engine::RunOutcome) -> Result<(), Failure> {
     for w in &outcome.warnings {
         eprintln!("schedkit: warning: {w}");
     }
     let keep_trace = a.gantt.is_some() || a.trace.is_some();
-    let (report, trace) = report_of(&outcome, keep_trace);
+    let (report, trace) = schedkit_linux::honest::report(outcome, keep_trace);
     output::emit(&report, &a.report)?;
     if a.report.json || a.report.csv {
         // The table lists them after the summary; machine-readable output on stdout keeps
@@ -336,7 +334,7 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
         }
     }
     if !a.report.json && !a.report.csv {
-        print!("{}", render_linux(&outcome));
+        print!("{}", schedkit_render::kernel::text(outcome));
     }
     if let Some(trace) = trace {
         output::write_trace_outputs(
@@ -349,13 +347,13 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
         )?;
     }
     if let Some(p) = &a.linux_json {
-        std::fs::write(p, linux_json(&outcome).to_string())
+        std::fs::write(p, schedkit_render::kernel::json(outcome).to_string())
             .map_err(|e| Failure::from(anyhow::anyhow!("writing {}: {e}", p.display())))?;
     }
     if outcome.interrupted {
         eprintln!("schedkit: interrupted; every change was undone");
         return Err(Failure {
-            status: 130,
+            status: crate::failure::EXIT_INTERRUPTED,
             message: "interrupted".into(),
         });
     }
@@ -367,203 +365,4 @@ fn policy_takes_priority(p: &RunPolicy) -> bool {
         p,
         RunPolicy::Exclusive(_) | RunPolicy::Fifo { .. } | RunPolicy::Rr { .. }
     )
-}
-
-/// The report both engines share, with the run's frame and warnings
-/// ([`schedkit_linux::honest::report`]).
-pub fn report_of(o: &RunOutcome, keep_trace: bool) -> (schedkit_core::Report, Option<TraceLog>) {
-    schedkit_linux::honest::report(o, keep_trace)
-}
-
-fn counter(po: &schedkit_linux::engine::ProcessOutcome, k: CounterKind) -> Option<u64> {
-    po.counters
-        .iter()
-        .find(|(x, _)| *x == k)
-        .and_then(|(_, r)| r.value())
-}
-
-fn ms(ns: u64) -> String {
-    format!("{:.3}", ns as f64 / 1e6)
-}
-
-/// The kernel's view of the run, after the shared report.
-pub fn render_linux(o: &RunOutcome) -> String {
-    use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
-    let mut out = String::from("\nkernel view (exact counts from /proc and perf)\n");
-    let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY);
-    t.set_header(vec![
-        "process",
-        "pid",
-        "threads",
-        "wall ms",
-        "cpu-migrations",
-        "switches vol/invol",
-        "forced /s",
-        "longest stall ms",
-        "end",
-    ]);
-    for i in 1..9 {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    for po in &o.processes {
-        let wall = po.end_ns.saturating_sub(po.start_ns);
-        let mig = counter(po, CounterKind::CpuMigrations).map_or_else(
-            || {
-                o.threads
-                    .iter()
-                    .filter(|t| t.process == po.name)
-                    .map(|t| t.migrations_seen)
-                    .sum::<u64>()
-                    .to_string()
-                    + " (seen)"
-            },
-            |v| v.to_string(),
-        );
-        t.add_row(vec![
-            po.name.clone(),
-            po.pid.map_or("schedkit".into(), |p| p.to_string()),
-            po.threads.to_string(),
-            ms(wall),
-            mig,
-            format!("{}/{}", po.voluntary_switches, po.involuntary_switches),
-            format!(
-                "{:.2}",
-                po.involuntary_switches as f64 / (wall.max(1) as f64 / 1e9)
-            ),
-            ms(po.longest_stall_ns),
-            po.exit.clone().unwrap_or_else(|| "finished".into()),
-        ]);
-    }
-    out.push_str(&t.to_string());
-    out.push('\n');
-    for po in &o.processes {
-        if po.counters.is_empty() {
-            continue;
-        }
-        out.push_str(&format!("\nperf counters of {}:\n", po.name));
-        for (k, r) in &po.counters {
-            out.push_str(&format!("  {:<18} {}\n", k.name(), r));
-        }
-    }
-    if let Some(g) = &o.gang {
-        out.push_str(&format!(
-            "\ngang: {} slot switches through the {} (threads: {}); switch (stop all + resume all) median {:.1} us, p90 {:.1} us, max {:.1} us\n",
-            g.switches,
-            g.backend_processes,
-            g.backend_threads.as_deref().unwrap_or("none"),
-            g.switch_us_median,
-            g.switch_us_p90,
-            g.switch_us_max
-        ));
-    }
-    if let Some(f) = &o.fair {
-        out.push_str(&fair::render_fair(f));
-    }
-    if let Some(x) = &o.exclusive {
-        out.push_str(&format!(
-            "\nexclusive mode: system CPUs {}, job CPUs {}, SCHED_FIFO {}\n",
-            x.system_cpus, x.job_cpus, x.priority
-        ));
-        out.push_str(&format!(
-            "  moved {} thread(s) to the system CPUs; {} left where they are (kernel-bound):",
-            x.moved_threads,
-            x.kept_threads.len()
-        ));
-        let names: Vec<String> = x
-            .kept_threads
-            .iter()
-            .take(12)
-            .map(|k| format!("{}[{}]", k.comm, k.tid))
-            .collect();
-        out.push_str(&format!(
-            " {}{}\n",
-            names.join(" "),
-            if x.kept_threads.len() > 12 {
-                " ..."
-            } else {
-                ""
-            }
-        ));
-        out.push_str(&format!(
-            "  moved {} IRQ(s) to the system CPUs; the kernel refused {}",
-            x.moved_irqs.len(),
-            x.refused_irqs.len()
-        ));
-        if !x.refused_irqs.is_empty() {
-            let r: Vec<String> = x
-                .refused_irqs
-                .iter()
-                .map(|r| {
-                    format!(
-                        "{} ({})",
-                        r.irq,
-                        r.errno
-                            .map_or("?".into(), |e| std::io::Error::from_raw_os_error(e)
-                                .kind()
-                                .to_string()
-                                + &format!(", errno {e}"))
-                    )
-                })
-                .collect();
-            out.push_str(&format!(": {}", r.join(", ")));
-        }
-        out.push('\n');
-        match (x.rt_throttle, x.rt_runtime_us, x.rt_period_us) {
-            (Some(RtThrottle::Off), _, _) => {
-                out.push_str("  RT throttling: off for the run (restored afterwards)\n")
-            }
-            (_, Some(r), Some(p)) if r >= 0 => out.push_str(&format!(
-                "  RT throttling kept: runtime {r} us per {p} us — a FIFO thread may be held off {} ms each period when anything else wants its CPU (--rt-throttle off avoids it)\n",
-                ms(x.rt_throttle_cost_ns.unwrap_or(0))
-            )),
-            _ => out.push_str("  RT throttling: not active on this kernel\n"),
-        }
-        for w in &x.warnings {
-            out.push_str(&format!("  warning: {w}\n"));
-        }
-    }
-    if !o.undone.is_empty() {
-        let ok = o.undone.iter().filter(|u| u.outcome == Ok(true)).count();
-        let bad = o.undone.iter().filter(|u| u.outcome.is_err()).count();
-        out.push_str(&format!(
-            "\nrestored {ok} change(s) to the machine{}\n",
-            if bad > 0 {
-                format!(", {bad} FAILED (run `schedkit restore`)")
-            } else {
-                String::new()
-            }
-        ));
-    }
-    out
-}
-
-/// `--linux-json`: the kernel's view as JSON.
-pub fn linux_json(o: &RunOutcome) -> serde_json::Value {
-    serde_json::json!({
-        "threads": o.threads,
-        "processes": o.processes.iter().map(|p| serde_json::json!({
-            "name": p.name,
-            "pid": p.pid,
-            "exit": p.exit,
-            "start_ns": p.start_ns,
-            "end_ns": p.end_ns,
-            "wall_ns": p.end_ns.saturating_sub(p.start_ns),
-            "threads": p.threads,
-            "voluntary_switches": p.voluntary_switches,
-            "involuntary_switches": p.involuntary_switches,
-            "longest_stall_ns": p.longest_stall_ns,
-            "work_done": p.work_done,
-            "counters": p.counters.iter().map(|(k, r)| (k.name().to_string(), serde_json::to_value(r).unwrap_or_default())).collect::<serde_json::Map<_, _>>(),
-        })).collect::<Vec<_>>(),
-        "exclusive": o.exclusive,
-        "fair": o.fair,
-        "sampler": o.sampler,
-        "schedkit_cpu_ns": o.frame.schedkit_cpu_ns,
-        "warnings": o.warnings,
-        "interrupted": o.interrupted,
-        "restored": o.undone.iter().filter(|u| u.outcome == Ok(true)).count(),
-    })
 }

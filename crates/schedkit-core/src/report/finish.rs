@@ -145,8 +145,8 @@ impl Metrics {
             threads,
             processes,
             groups,
-            cpus: None,
-            warnings: Vec::new(),
+            cpus: self.cpus,
+            warnings: self.warnings,
         }
     }
 

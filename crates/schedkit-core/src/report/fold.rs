@@ -92,6 +92,8 @@ impl Metrics {
             next_sample: sample_interval,
             measured_tasks: vec![None; scenario.tasks().len()],
             measured_totals: None,
+            cpus: None,
+            warnings: Vec::new(),
         }
     }
 
@@ -109,6 +111,15 @@ impl Metrics {
     /// they are is the engine's to say); they replace the counts of the traced dispatches.
     pub fn measured_totals(&mut self, context_switches: u64, migrations: u64) {
         self.measured_totals = Some((context_switches, migrations));
+    }
+
+    /// The frame of a real run, stated by its engine before the fold ends: the CPUs the job
+    /// could use (`0-1`, `2 worker(s)`) and where the run was not what the scenario asked
+    /// (one sentence each). They enter the report as inputs, like the measured counts, so
+    /// no engine edits a finished report.
+    pub fn frame(&mut self, cpus: Option<String>, warnings: Vec<String>) {
+        self.cpus = cpus;
+        self.warnings = warnings;
     }
 
     /// Records iterations of a built-in workload (the real engine).

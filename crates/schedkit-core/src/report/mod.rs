@@ -280,6 +280,10 @@ pub struct Metrics {
     /// Context switches and migrations of the whole run as the engine measured them
     /// ([`Metrics::measured_totals`]).
     measured_totals: Option<(u64, u64)>,
+    /// The CPUs the job could use and the run's warnings, as the engine states them
+    /// ([`Metrics::frame`]); they go into the report as given.
+    cpus: Option<String>,
+    warnings: Vec<String>,
 }
 
 /// A task's counts from an engine that measures them rather than tracing each dispatch (the

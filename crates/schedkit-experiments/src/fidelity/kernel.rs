@@ -95,6 +95,36 @@ impl RealRunner for KernelRunner {
     }
 }
 
+/// What the machine was like around the real runs, said before and after them: a reader of
+/// the errors must know how busy the machine was and how the kernel weighed the job.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MachineState {
+    /// `uname -r` (empty where unknown).
+    pub kernel: String,
+    /// `/proc/loadavg`, trimmed (empty where unreadable).
+    pub load: String,
+    /// This session's autogroup (`/proc/self/autogroup`; `None` without autogroup). With
+    /// autogroup the job's session competes as one entity with the machine's other
+    /// sessions, so its group's nice decides how much of the machine the job gets.
+    pub autogroup: Option<String>,
+}
+
+impl MachineState {
+    /// Reads it now.
+    pub fn read() -> MachineState {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|t| t.trim().to_string())
+                .unwrap_or_default()
+        };
+        MachineState {
+            kernel: schedkit_sim::policies::kernel_release().unwrap_or_default(),
+            load: read("/proc/loadavg"),
+            autogroup: Some(read("/proc/self/autogroup")).filter(|g| !g.is_empty()),
+        }
+    }
+}
+
 /// The scenario files of the experiment: `files`, or every `*.toml` of `dir` (the command
 /// line's `examples/fidelity`) in name order when none is named.
 pub fn scenario_files(files: &[PathBuf], dir: &Path) -> Result<Vec<PathBuf>, Error> {

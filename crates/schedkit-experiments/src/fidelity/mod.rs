@@ -35,7 +35,7 @@ use schedkit_render::chart::{grid, Axis, BarChart, BarSeries, Chart};
 use serde::Serialize;
 
 mod kernel;
-pub use kernel::{load_scenarios, parse_models, scenario_files, KernelRunner};
+pub use kernel::{load_scenarios, parse_models, scenario_files, KernelRunner, MachineState};
 
 /// The stated bound on the migrations/s error: the absolute difference, per second.
 pub const MIGRATIONS_BOUND: f64 = 2.0;

@@ -236,7 +236,11 @@ pub(super) fn attach(a: &RunArgs, req: Request) -> Result<(), Failure> {
     };
     let r = attach::run(o);
     bar.finish();
-    let r = r?;
+    print_attached(&r?)
+}
+
+/// What an attached run changed and undid; exit 1 when a change could not be undone.
+fn print_attached(r: &schedkit_linux::attach::AttachReport) -> Result<(), Failure> {
     for w in &r.warnings {
         eprintln!("schedkit: warning: {w}");
     }
