@@ -40,8 +40,13 @@
 //!   lower index); a waking one to its previous core if that is idle, else to the first idle
 //!   core it may use, else back to its previous core (`select_idle_sibling` on one LLC). A
 //!   core that runs out of work pulls a waiting thread at once (newidle balance); idle cores
-//!   balance every `balance_interval`, busy ones `busy_factor` (16) times less often than the
-//!   kernel's domain interval of one millisecond per CPU (2 CPUs: every 32 ms).
+//!   balance every `balance_interval`; busy ones each on its own schedule
+//!   (`sched_balance_domains`, `get_sd_balance_interval`): its `sd->balance_interval` (one
+//!   millisecond per CPU at first, `min_interval`, up to twice that) times `busy_factor` (16),
+//!   in jiffies less one, after its own last balance. `sched_balance_rq` resets the interval
+//!   to `min_interval` after an imbalance (moved or failed) and doubles it when it finds the
+//!   domain balanced, so on 2 CPUs a busy core balances 28 ms after an imbalance and 60 ms
+//!   after a balanced look (the busiest core finds itself balanced).
 //! - **What decides a migration** (`sched_balance_find_src_group`, `calculate_imbalance`,
 //!   `detach_tasks`, `can_migrate_task`, `task_hot`, `migrate_task_rq_fair`): busy cores
 //!   balance **PELT** loads (`eevdf_pelt.rs`: every thread's load average follows its weight
@@ -59,7 +64,8 @@
 //!   failed in a row; a thread whose slice ended at the balancing tick counts as still
 //!   running (`task_on_cpu`: the kernel balances from the tick before it reschedules), so a
 //!   lone thread never looks like a waiting one. A balance that moves nothing counts as failed; a balanced pair, a move,
-//!   or finding every candidate pinned elsewhere (`LBF_ALL_PINNED`) resets the count. A
+//!   or finding every candidate pinned elsewhere (`LBF_ALL_PINNED`: no thread of the busiest
+//!   core, its running one included, may run here) resets the count. A
 //!   moved thread keeps its lag and its relative deadline (the migration path since 6.12).
 //!
 //! The placement and balancing code is in `eevdf_balance.rs`, PELT in `eevdf_pelt.rs`.
@@ -191,9 +197,17 @@ pub struct Eevdf {
     ticket: u64,
     /// Picks so far, all cores together (stamps `Ent::picked`).
     picks: u64,
-    /// Balance rounds so far, and how many of them pass between two balances of a busy core.
+    /// Balance rounds so far (a round stands for the jiffy at which the kernel's tick
+    /// raises the balancing softirq).
     rounds: u64,
-    busy_every: u64,
+    /// Each core's `sd->balance_interval` (ns of the kernel's ms: `sd_weight` ms at first,
+    /// between `min_interval` and twice that) and the round of its last balance
+    /// (`sd->last_balance`); see `busy_rounds`.
+    interval: Vec<u64>,
+    last: Vec<u64>,
+    /// Scratch: which cores balance in the current round.
+    due: Vec<bool>,
+    round_ns: u64,
     /// Runnable threads waiting in trees, all cores together.
     waiting: usize,
     total_load: u64,
@@ -235,12 +249,43 @@ pub fn slice_factor(cores: usize) -> u64 {
 /// The kernel's `busy_factor`: a CPU that has work balances this many times less often.
 const BUSY_FACTOR: u64 = 16;
 
-/// Balance rounds between two balances of a busy core: `get_sd_balance_interval` for a busy
-/// CPU, `sd_weight` ms (the domain's CPU count, `sd_init`) times [`BUSY_FACTOR`], in units
-/// of the round (`balance_interval`), at least one. 2 CPUs, 4 ms rounds: every 8th round.
-fn busy_every(cores: usize, round: Nanos) -> u64 {
-    let busy = BUSY_FACTOR * cores as u64 * Nanos::from_ms(1).0;
-    (busy / round.0.max(1)).max(1)
+/// `sd->min_interval` of the one domain (`sd_init`): `sd_weight` ms, the domain's CPU count
+/// (`max_interval` is twice that).
+fn min_interval(cores: usize) -> u64 {
+    cores as u64 * Nanos::from_ms(1).0
+}
+
+/// Rounds between two balances of a busy core whose `sd->balance_interval` is `interval`
+/// (`get_sd_balance_interval` for a busy CPU): `interval x busy_factor`, to jiffies rounded
+/// up (`msecs_to_jiffies`), less one jiffy (5.10 on: "preventing their balancing periods from
+/// being multiples of each other"), clamped to 1 .. `max_load_balance_interval` (HZ x CPUs /
+/// 10 jiffies, 0.1 s per CPU). The round stands for the jiffy. 2 CPUs, 4 ms rounds: 7 rounds
+/// (28 ms) at the 2 ms minimum, 15 (60 ms) at the 4 ms maximum.
+fn busy_rounds(interval: u64, round: u64, cores: usize) -> u64 {
+    let round = round.max(1);
+    let max = (cores as u64 * Nanos::from_ms(100).0 / round).max(1);
+    (BUSY_FACTOR * interval)
+        .div_ceil(round)
+        .saturating_sub(1)
+        .clamp(1, max)
+}
+
+/// `MAX_PINNED_INTERVAL`: a balance that found every candidate pinned elsewhere may double
+/// the interval up to 512 ms (past `max_interval`).
+const MAX_PINNED_INTERVAL: u64 = 512_000_000;
+
+/// How a periodic balance of a core ended (`sched_balance_rq`), which tunes its
+/// `sd->balance_interval` (`Eevdf::tune`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lb {
+    /// A thread moved.
+    Moved,
+    /// An imbalance was found but nothing could move (too heavy or cache-hot).
+    Failed,
+    /// No imbalance (`out_balanced`).
+    Balanced,
+    /// Every candidate was pinned elsewhere (`out_all_pinned`).
+    AllPinned,
 }
 
 /// `delta * 1024 / weight` (the kernel's `calc_delta_fair`).
@@ -261,7 +306,10 @@ impl Eevdf {
             ticket: 0,
             picks: 0,
             rounds: 0,
-            busy_every: busy_every(cores, spec.balance_interval()),
+            interval: vec![min_interval(cores); cores],
+            last: vec![0; cores],
+            due: vec![false; cores],
+            round_ns: spec.balance_interval().0,
             waiting: 0,
             total_load: 0,
             slice: spec.min_granularity().0 * slice_factor(cores),
@@ -464,6 +512,22 @@ impl Eevdf {
             let rq = &mut self.rqs[to];
             rq.avg.advance(now, rq.load);
             rq.avg.load += la;
+        }
+    }
+
+    /// The end of `sched_balance_rq` for core `k`'s periodic balance: an imbalance (a
+    /// thread moved, or none could) resets `sd->balance_interval` to `min_interval`; a
+    /// balanced domain doubles it up to `max_interval` ("tune up the balancing interval"),
+    /// up to `MAX_PINNED_INTERVAL` when every candidate was pinned elsewhere. So a core that
+    /// keeps finding itself the busiest balances every 60 ms on 2 CPUs instead of 28.
+    fn tune(&mut self, k: usize, lb: Lb) {
+        let min = min_interval(self.rqs.len());
+        let iv = &mut self.interval[k];
+        match lb {
+            Lb::Moved | Lb::Failed => *iv = min,
+            Lb::Balanced if *iv < 2 * min => *iv *= 2,
+            Lb::AllPinned if *iv < MAX_PINNED_INTERVAL || *iv < 2 * min => *iv *= 2,
+            _ => {}
         }
     }
 
@@ -722,12 +786,33 @@ impl Dispatcher for Eevdf {
         self.now = ctx.now.0;
         self.settle_all(ctx);
         self.rounds += 1;
+        // sched_balance_domains: a core balances when its own interval since its own last
+        // balance has passed; idle ones every round (an idle CPU's interval is
+        // msecs_to_jiffies(sd_weight ms), one jiffy here), busy ones every `busy_rounds` of
+        // their `sd->balance_interval`, which each balance's outcome tunes (`Lb`).
+        let n = self.rqs.len();
+        let mut busy_round = false;
+        for k in 0..n {
+            let idle = self.is_idle(ctx, k);
+            let due = idle
+                || self.rounds >= self.last[k] + busy_rounds(self.interval[k], self.round_ns, n);
+            self.due[k] = due;
+            busy_round |= due && !idle;
+        }
         if self.waiting == 0 {
+            // Nothing waits anywhere: every core that balances finds the domain balanced
+            // (out_balanced, which also clears nr_balance_failed).
+            for k in 0..n {
+                if self.due[k] {
+                    self.last[k] = self.rounds;
+                    self.failed[k] = 0;
+                    self.tune(k, Lb::Balanced);
+                }
+            }
             return;
         }
-        // Busy cores balance by PELT load, every `busy_every` rounds; idle ones pull any
-        // waiting thread every round (by runnable weight, as newidle does).
-        let busy_round = self.rounds.is_multiple_of(self.busy_every);
+        // Busy cores balance by PELT load; idle ones pull any waiting thread (by runnable
+        // weight, as newidle does).
         self.balancing = true;
         if busy_round {
             for (rq, l) in self.rqs.iter_mut().zip(self.loads.iter_mut()) {
@@ -750,16 +835,24 @@ impl Dispatcher for Eevdf {
                 })
         };
         let mut top = busiest(self);
-        for k in 0..self.rqs.len() {
+        for k in 0..n {
+            if !self.due[k] {
+                continue;
+            }
+            self.last[k] = self.rounds;
+            // No other overloaded queue (or k is the busiest itself): out_balanced.
             let Some(b) = top.filter(|&b| b != k) else {
+                self.failed[k] = 0;
+                self.tune(k, Lb::Balanced);
                 continue;
             };
             let before = self.waiting_on(b);
-            if self.is_idle(ctx, k) {
-                self.idle_pull(ctx, k);
-            } else if busy_round {
-                self.pull_from(ctx, k, b);
-            }
+            let lb = if self.is_idle(ctx, k) {
+                self.idle_pull(ctx, k)
+            } else {
+                self.pull_from(ctx, k, b)
+            };
+            self.tune(k, lb);
             if self.waiting_on(b) != before {
                 top = busiest(self);
             }

@@ -138,10 +138,10 @@ impl Eevdf {
     }
 
     /// Newidle (and idle) balance: one waiting thread `k` may run, from the most loaded
-    /// queue having one. Returns whether one moved; a pull that found only cache-hot
-    /// threads counts as a failed balance of `k`, one that found none allowed (all pinned
+    /// queue having one. Returns how it ended; a pull that found only cache-hot threads
+    /// counts as a failed balance of `k`, one that found none allowed (all pinned
     /// elsewhere: `LBF_ALL_PINNED`) resets the count.
-    pub(super) fn idle_pull(&mut self, ctx: &Ctx, k: usize) -> bool {
+    pub(super) fn idle_pull(&mut self, ctx: &Ctx, k: usize) -> Lb {
         let mut order: Vec<usize> = (0..self.rqs.len()).filter(|&c| c != k).collect();
         // By runnable weight now (a cheap stand-in for the PELT load the kernel's
         // find_busiest_queue reads; newidle pulls are frequent).
@@ -152,13 +152,19 @@ impl Eevdf {
                 Ok(s) => {
                     self.move_to(s, k);
                     self.failed[k] = 0;
-                    return true;
+                    return Lb::Moved;
                 }
                 Err(h) => hot |= h,
             }
         }
         self.failed[k] = if hot { self.failed[k] + 1 } else { 0 };
-        false
+        // None allowed here counts as balanced, not all-pinned: the queues looked at may
+        // simply have had nothing waiting.
+        if hot {
+            Lb::Failed
+        } else {
+            Lb::Balanced
+        }
     }
 
     /// Periodic balance of busy core `k` against the busiest queue, by PELT load
@@ -172,7 +178,7 @@ impl Eevdf {
     /// resets the count. So the thesis's 4.2.2 case (1024 against 4 x 335, imbalance 158)
     /// moves a 335 thread at the third balance, where seed 004's CFS (eq. 4.3) never moves
     /// it; and 5 against 4 nice-0 threads (5120 > 1.17 x 4096) moves one at the second.
-    pub(super) fn pull_from(&mut self, ctx: &Ctx, k: usize, b: usize) {
+    pub(super) fn pull_from(&mut self, ctx: &Ctx, k: usize, b: usize) -> Lb {
         // A moved thread is placed against k's V, which must include k's running time.
         self.catch_up(ctx, k);
         let cores = self.rqs.len();
@@ -184,13 +190,20 @@ impl Eevdf {
         let total: u64 = self.loads.iter().sum();
         let Some(imbal_n) = load_imbalance(self.loads[b], self.loads[k], total, cores, pct) else {
             self.failed[k] = 0;
-            return;
+            return Lb::Balanced;
         };
         let cand = self.movable(ctx, b, k);
         if cand.is_empty() {
-            // out_all_pinned: nothing here could ever move to k.
+            // can_migrate_task clears LBF_ALL_PINNED for any task allowed on k, the running
+            // one too, before it refuses that one (task_on_cpu): then the balance merely
+            // failed. Only when no thread of b may run on k is it out_all_pinned.
+            let curr_allowed = ctx.running[b].is_some_and(|c| ctx.thread(c).allowed_on(k));
+            if curr_allowed {
+                self.failed[k] += 1;
+                return Lb::Failed;
+            }
             self.failed[k] = 0;
-            return;
+            return Lb::AllPinned;
         }
         let shift = self.failed[k].min(63);
         let (n, mut rem) = (cores as i128, imbal_n as i128);
@@ -213,5 +226,10 @@ impl Eevdf {
             self.loads[k] = self.rqs[k].avg.load;
         }
         self.failed[k] = if moved { 0 } else { self.failed[k] + 1 };
+        if moved {
+            Lb::Moved
+        } else {
+            Lb::Failed
+        }
     }
 }
