@@ -14,10 +14,11 @@ use schedkit_sim::Engine;
 
 const ONE_EIGHT_THREE: &str = r#"
 cores = 2
-horizon = "10s"
 [policy]
 name = "cfs"
 period = "100ms"
+[run]
+horizon = "10s"
 [[process]]
 name = "one"
 [[process]]
