@@ -144,7 +144,7 @@ impl Run {
         views.sort_unstable_by_key(ThreadView::key);
         let mut process_cpu: Vec<Nanos> = self.ended_cpu.iter().map(|&c| Nanos(c)).collect();
         for t in &self.threads {
-            process_cpu[t.key.0] = process_cpu[t.key.0] + Nanos(t.cpu);
+            process_cpu[t.key.0] += Nanos(t.cpu);
         }
         let mut out = Vec::new();
         ctl.tick(

@@ -49,7 +49,7 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
         let mut process_cpu = vec![Nanos::ZERO; self.scenario.processes().len()];
         for t in &self.threads {
             if let Some(p) = t.process {
-                process_cpu[p] = process_cpu[p] + t.cpu;
+                process_cpu[p] += t.cpu;
             }
         }
         let mut actions = Vec::new();
