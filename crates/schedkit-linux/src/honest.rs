@@ -142,9 +142,10 @@ pub fn report(o: &RunOutcome, keep_trace: bool) -> (Report, Option<TraceLog>) {
         m.measured_waiting(t.process_index, t.thread_index as usize, t.runqueue_wait_ns);
     }
     // One source per process's CPU time: the kernel's per-cgroup count where the run has it
-    // (every task, ended ones too), else the samples, and each row says which.
-    m.traced_cpu_source(SAMPLED);
+    // (every task, ended ones too), else the samples. A fair-share run's rows each say which;
+    // other runs have no per-process count, and their rows keep the simulator's keys.
     if let Some(f) = &o.fair {
+        m.traced_cpu_source(SAMPLED);
         let source = format!(
             "kernel: {}",
             f.cpu_accounting

@@ -92,7 +92,9 @@ pub struct ShareReport {
     /// Where `cpu_ns`, and so the shares and the lag, came from in a real run:
     /// `kernel: ...` (the engine's per-cgroup accounting, every task counted, ended ones too;
     /// [`Metrics::measured_process_cpu`]) or `sampled: ...` (the trace of the engine's
-    /// samples). Absent for the simulator, whose trace is the count.
+    /// samples). Given by fair-share runs (`process-fair`, `tenants`, ...); absent for the
+    /// simulator, whose trace is the count, and for other real runs, whose CPU times are all
+    /// the samples' trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_source: Option<String>,
     /// Beside a kernel-counted `cpu_ns`: what the samples alone gave (they miss tasks found
