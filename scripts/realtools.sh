@@ -9,10 +9,11 @@
 #     and beside A, schedkit's own stall figure for the same run (longest stall of the job,
 #     from its samples) to hold against cyclictest's.
 # (b) process-fair with hackbench (-g 10: 400 tasks) beside a one-thread hog (stress-ng
-#     --cpu 1): each process's share of the job's CPU time against half, by the kernel's
-#     per-cgroup accounting (the fair report's `entity_cpu_ns`: every task, ended ones too),
-#     and beside it the report's sampled `job_share`; the 1-minute load at the start of
-#     each round. (The commands' own output goes to /dev/null: the report is on stdout.)
+#     --cpu 1): each process's share of the job's CPU time against half, the report's own
+#     `job_share` (of the kernel's per-cgroup accounting where the run has it: each row's
+#     `cpu_source` says so), checked against the fair report's `process_cpu_ns` it was taken
+#     from, and beside it the samples' figure (`sampled_cpu_ns`); the 1-minute load at the
+#     start of each round. (The commands' own output goes to /dev/null.)
 #
 # Usage: scripts/realtools.sh [ROUNDS] [SECONDS]   (env SCHEDKIT=path/to/schedkit,
 #        PARTS="a b")
@@ -84,7 +85,7 @@ command = ["sh", "-c", "exec hackbench -g 10 -l 1000000000 > /dev/null"]
 name = "hog"
 command = ["sh", "-c", "exec stress-ng --cpu 1 --timeout $((SECS + 10))s > /dev/null 2>&1"]
 TOML
-  printf '%-6s %8s %14s %10s %12s %16s %12s\n' round load1 hackbench_job% hog_job% max_err_pp sampled_hb/hog% machine_%
+  printf '%-6s %8s %14s %10s %12s %9s %16s %12s\n' round load1 hackbench_job% hog_job% max_err_pp cpu_from sampled_hb/hog% machine_%
   : > "$work/b"
   for r in $(seq "$ROUNDS"); do
     load=$(cut -d' ' -f1 /proc/loadavg)
@@ -93,14 +94,22 @@ TOML
     python3 - "$work/j.json" "$work/l.json" "$r" "$load" >> "$work/b" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
-acct = dict(json.load(open(sys.argv[2]))["fair"]["entity_cpu_ns"])
-total = sum(acct.values()) or 1
-hb, hog = acct.get("hackbench", 0) * 100 / total, acct.get("hog", 0) * 100 / total
-err = max(abs(hb - 50), abs(hog - 50))
+fair = json.load(open(sys.argv[2]))["fair"]
 p = {x["name"]: x for x in j["processes"]}
-sampled = f'{p["hackbench"]["job_share"] * 100:.1f}/{p["hog"]["job_share"] * 100:.1f}'
+hb, hog = p["hackbench"]["job_share"] * 100, p["hog"]["job_share"] * 100
+err = max(abs(hb - 50), abs(hog - 50))
+src = {x["name"]: (x.get("cpu_source") or "-").split(":")[0] for x in j["processes"]}
+# The report's CPU time is the fair report's kernel count, one source for both.
+kernel = fair.get("process_cpu_ns") or []
+for i, x in enumerate(j["processes"]):
+    if src[x["name"]] == "kernel":
+        assert kernel[i] == x["cpu_ns"], (x["name"], kernel[i], x["cpu_ns"])
+samp = [p[n].get("sampled_cpu_ns") for n in ("hackbench", "hog")]
+sampled = (f"{samp[0] * 100 / sum(samp):.1f}/{samp[1] * 100 / sum(samp):.1f}"
+           if all(samp) else "-")
+total = j["summary"]["job_cpu_ns"]
 mach = total / (j["window_ns"] * j["cores"]) * 100
-print(f"{sys.argv[3]:<6} {sys.argv[4]:>8} {hb:14.1f} {hog:10.1f} {err:12.1f} {sampled:>16} {mach:12.1f}")
+print(f"{sys.argv[3]:<6} {sys.argv[4]:>8} {hb:14.1f} {hog:10.1f} {err:12.1f} {src['hackbench'] + '/' + src['hog']:>9} {sampled:>16} {mach:12.1f}")
 PY
     tail -1 "$work/b"
   done

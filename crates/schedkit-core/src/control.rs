@@ -52,8 +52,34 @@ pub struct Snapshot<'a> {
     pub threads: &'a [ThreadView],
     /// Current group weights (index = scenario group).
     pub group_weights: &'a [u64],
+    /// Each scenario process's CPU time so far over all its threads, ended ones included
+    /// (index = scenario process): the simulator's exact count; in a real run the kernel's
+    /// per-cgroup accounting where the run has it, the sampler's per-thread sums otherwise.
+    /// A controller that needs an entity's CPU time whole (the share trim) reads this, not
+    /// the live threads' `cpu`, which loses what ended threads ran.
+    pub process_cpu: &'a [Nanos],
+    /// Changes whenever the source of `process_cpu` changes (a real run whose accounting
+    /// became unreadable falls back to its samples): totals of two sources are not
+    /// comparable, so a controller differencing them starts afresh.
+    pub process_cpu_epoch: u64,
     pub scenario: &'a Scenario,
 }
+
+/// A top-level entity of the fair-share hierarchy: in a real run, what one cgroup of its own
+/// holds (a process under `process-fair`; a tenant group, or an ungrouped process, under
+/// `tenants`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Entity {
+    /// Scenario process `p`.
+    Process(usize),
+    /// Scenario group `g`.
+    Group(usize),
+}
+
+/// Units of [`Action::SetEntityWeight`]'s weight per unit of cgroup v2 `cpu.weight` (100: a
+/// nice-0 process): millionths, so the share trim's fractional weights pass unrounded (a
+/// cgroup v1 `cpu.shares` file holds 10.24 per v2 unit).
+pub const ENTITY_WEIGHT_SCALE: u64 = 1_000_000;
 
 /// What a controller asks the engine to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,6 +94,12 @@ pub enum Action {
     Stop { process: usize },
     /// Resume every thread of process `process`.
     Resume { process: usize },
+    /// Give top-level entity `entity` the weight `weight` / [`ENTITY_WEIGHT_SCALE`] in
+    /// cgroup v2 units, without changing its nominal weight (the share trim's correction).
+    /// Real runs: the entity's cgroup weight file. The simulator: the entity's threads share
+    /// that weight (10.24 thread-weight units per v2 unit, a nice-0 thread's 1024 per 100),
+    /// a group's split among its member processes by their weights.
+    SetEntityWeight { entity: Entity, weight: u64 },
 }
 
 /// What an [`Action`] does, without its operands: what a controller declares it may push,
@@ -79,6 +111,7 @@ pub enum ActionKind {
     SetGroupWeight,
     Stop,
     Resume,
+    SetEntityWeight,
 }
 
 impl ActionKind {
@@ -89,6 +122,7 @@ impl ActionKind {
         ActionKind::SetGroupWeight,
         ActionKind::Stop,
         ActionKind::Resume,
+        ActionKind::SetEntityWeight,
     ];
 }
 
@@ -100,6 +134,7 @@ impl Action {
             Action::SetGroupWeight { .. } => ActionKind::SetGroupWeight,
             Action::Stop { .. } => ActionKind::Stop,
             Action::Resume { .. } => ActionKind::Resume,
+            Action::SetEntityWeight { .. } => ActionKind::SetEntityWeight,
         }
     }
 }

@@ -11,7 +11,9 @@
 //! ones arrive during the run, so slots get reused. A controller that broke a tie by handle
 //! would move or weigh a different thread in one of the two runs, and the runs would diverge.
 
-use schedkit_core::control::{Action, Controller, Snapshot, ThreadView};
+use schedkit_core::control::{
+    Action, Controller, Entity, Snapshot, ThreadView, ENTITY_WEIGHT_SCALE,
+};
 use schedkit_core::scenario::Scenario;
 use schedkit_core::Nanos;
 use std::collections::BTreeMap;
@@ -71,6 +73,8 @@ struct Run {
     ids: BTreeMap<Key, u64>,
     handles: Handles,
     group_weights: Vec<u64>,
+    /// CPU time of ended threads, per process (a snapshot's `process_cpu` counts them).
+    ended_cpu: Vec<u64>,
     log: Vec<(u64, String)>,
 }
 
@@ -81,6 +85,7 @@ impl Run {
             ids: BTreeMap::new(),
             handles,
             group_weights: vec![1024; groups],
+            ended_cpu: Vec::new(),
             log: Vec::new(),
         };
         for t in threads {
@@ -111,6 +116,13 @@ impl Run {
         for k in ended {
             let id = self.ids.remove(&k).expect("live thread has a handle");
             self.handles.release(id);
+            let cpu: u64 = self
+                .threads
+                .iter()
+                .filter(|t| t.key == k)
+                .map(|t| t.cpu)
+                .sum();
+            self.ended_cpu[k.0] += cpu;
             self.threads.retain(|t| t.key != k);
         }
         // Both engines sort their views by key before the tick (the Snapshot contract).
@@ -130,6 +142,10 @@ impl Run {
             })
             .collect();
         views.sort_unstable_by_key(ThreadView::key);
+        let mut process_cpu: Vec<Nanos> = self.ended_cpu.iter().map(|&c| Nanos(c)).collect();
+        for t in &self.threads {
+            process_cpu[t.key.0] += Nanos(t.cpu);
+        }
         let mut out = Vec::new();
         ctl.tick(
             &Snapshot {
@@ -137,6 +153,8 @@ impl Run {
                 cores,
                 threads: &views,
                 group_weights: &self.group_weights,
+                process_cpu: &process_cpu,
+                process_cpu_epoch: 0,
                 scenario: sc,
             },
             &mut out,
@@ -171,6 +189,10 @@ impl Run {
                     self.set_runnable(process, true);
                     format!("resume {process}")
                 }
+                Action::SetEntityWeight { entity, weight } => {
+                    self.set_entity_weight(sc, entity, weight);
+                    format!("entity {entity:?} {weight}")
+                }
             };
             self.log.push((tick, line));
         }
@@ -199,6 +221,28 @@ impl Run {
             for (k, got) in shares {
                 self.threads.iter_mut().find(|t| t.key == k).unwrap().cpu += got;
             }
+        }
+    }
+
+    /// The entity's weight (10.24 thread units per cgroup v2 unit) split among its member
+    /// processes' threads by process weight, then equally, as the simulator applies it.
+    fn set_entity_weight(&mut self, sc: &Scenario, entity: Entity, weight: u64) {
+        let member = |p: usize| match entity {
+            Entity::Process(q) => p == q,
+            Entity::Group(g) => sc.processes()[p].group() == Some(g),
+        };
+        let mut live = vec![0u64; sc.processes().len()];
+        for t in self.threads.iter().filter(|t| member(t.key.0)) {
+            live[t.key.0] += 1;
+        }
+        let sum: u64 = (0..live.len())
+            .filter(|&p| live[p] > 0)
+            .map(|p| sc.processes()[p].weight())
+            .sum();
+        let total = weight as f64 / ENTITY_WEIGHT_SCALE as f64 * 10.24;
+        for t in self.threads.iter_mut().filter(|t| live[t.key.0] > 0) {
+            let part = sc.processes()[t.key.0].weight() as f64 / sum as f64;
+            t.weight = (total * part / live[t.key.0] as f64).round().max(1.0) as u64;
         }
     }
 
@@ -240,6 +284,16 @@ fn machine(sc: &Scenario, place: Place) -> Vec<T> {
     v
 }
 
+/// The controller of `sc`: its policy's, or the share trim for `process-fair` (whose only
+/// controller it is).
+fn build(sc: &Scenario) -> Box<dyn Controller> {
+    schedkit_core::controllers::build(sc)
+        .or_else(|| {
+            schedkit_core::controllers::trim::build(sc).map(|t| Box::new(t) as Box<dyn Controller>)
+        })
+        .expect("a controller policy")
+}
+
 /// Runs `toml`'s controller over 60 ticks under both kinds of handles, with a late process
 /// arriving at tick 12 (a copy of the first process's threads, numbered after them), and
 /// requires the same decisions.
@@ -260,7 +314,8 @@ fn same_decisions(toml: &str, place: Place) {
     ];
     let mut decisions = Vec::new();
     for run in &mut runs {
-        let mut ctl = schedkit_core::controllers::build(&sc).expect("a controller policy");
+        run.ended_cpu = vec![0; sc.processes().len()];
+        let mut ctl = build(&sc);
         for tick in 0..60 {
             if tick == 12 {
                 // Late threads of process 0 take the slots freed by the ended ones.
@@ -415,4 +470,42 @@ fn engines_can_tell_what_they_cannot_apply() {
         vec![ActionKind::Stop, ActionKind::Resume]
     );
     assert!(unsupported(gang.as_ref(), ActionKind::ALL).is_empty());
+}
+
+#[test]
+fn the_share_trim_decides_by_entity_in_both_engines() {
+    // Process-fair on the fluid machine: one thread alone on core 0 would take a whole CPU
+    // while eight and three threads share core 1, so the trim has a bias to correct; threads
+    // end and arrive, so its CPU totals must count ended threads (`process_cpu`).
+    same_decisions(
+        r#"
+cores = 2
+[policy]
+name = "process-fair"
+period = "100ms"
+[[process]]
+name = "one"
+[[process]]
+name = "eight"
+threads = 8
+[[process]]
+name = "three"
+threads = 3
+"#,
+        |p, _, _, _| usize::from(p > 0),
+    );
+}
+
+#[test]
+fn the_share_trim_is_refused_by_an_engine_without_entity_weights() {
+    use schedkit_core::control::{unsupported, ActionKind};
+    let sc = Scenario::parse(
+        "pf.toml",
+        "cores = 2\n[policy]\nname = \"process-fair\"\n[[process]]\nname = \"a\"\n",
+    )
+    .expect("test scenario parses");
+    let trim = schedkit_core::controllers::trim::build(&sc).expect("trim is on by default");
+    let gang = [ActionKind::Migrate, ActionKind::Stop, ActionKind::Resume];
+    assert_eq!(unsupported(&trim, &gang), vec![ActionKind::SetEntityWeight]);
+    assert!(unsupported(&trim, ActionKind::ALL).is_empty());
 }

@@ -141,11 +141,32 @@ pub fn report(o: &RunOutcome, keep_trace: bool) -> (Report, Option<TraceLog>) {
     for t in &o.threads {
         m.measured_waiting(t.process_index, t.thread_index as usize, t.runqueue_wait_ns);
     }
+    // One source per process's CPU time: the kernel's per-cgroup count where the run has it
+    // (every task, ended ones too), else the samples. A fair-share run's rows each say which;
+    // other runs have no per-process count, and their rows keep the simulator's keys.
+    if let Some(f) = &o.fair {
+        m.traced_cpu_source(SAMPLED);
+        let source = format!(
+            "kernel: {}",
+            f.cpu_accounting
+                .as_deref()
+                .unwrap_or("per-cgroup accounting")
+        );
+        for (p, cpu) in f.process_cpu_ns.iter().enumerate() {
+            if let Some(ns) = cpu {
+                m.measured_process_cpu(p, *ns, &source);
+            }
+        }
+    }
     let mut r = m.finish(o.end);
     r.cpus = Some(o.frame.job.to_list());
     r.warnings = warnings(o, &r);
     (r, keep_trace.then_some(log))
 }
+
+/// The source of a CPU time the engine's samples give (`ShareReport::cpu_source`).
+pub const SAMPLED: &str =
+    "sampled: /proc schedstat of each thread found, every sample period (misses tasks found late and tasks that ended between two samples)";
 
 /// Outside load above this fraction of the job's CPUs is worth a warning.
 const OUTSIDE_LOAD_WARN: f64 = 0.10;

@@ -51,7 +51,6 @@ pub mod spawn;
 pub mod stall;
 mod threadfiles;
 pub mod topo;
-pub mod trim;
 pub mod workload;
 
 /// The real engine's older path (`schedkit_linux::engine::run`), kept for its callers.

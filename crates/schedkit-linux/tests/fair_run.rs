@@ -138,6 +138,82 @@ fn process_fair_gives_1_8_20_threads_equal_shares_and_cleans_up() {
     );
 }
 
+/// process-fair with a command that keeps forking short-lived busy tasks beside a one-thread
+/// hog: the report's per-process CPU time, shares and lag are of the kernel's per-cgroup
+/// count the run recorded (not of the samples, which miss ended tasks), each row says so, and
+/// the job shares add up to the job's CPU time. Compares two numbers the run itself recorded:
+/// nothing here depends on timing.
+#[test]
+fn process_fair_report_takes_each_process_cpu_from_the_kernel() {
+    let _s = serial();
+    if !root() {
+        eprintln!("skipped: process-fair creates cgroups: needs root");
+        return;
+    }
+    if parent_cgroup(std::process::id()).is_none() {
+        eprintln!("skipped: no cgroup hierarchy with the cpu controller");
+        return;
+    }
+    let dir = state_dir("kernel-cpu");
+    let sc = scenario(
+        "cores = 2\n[policy]\nname = \"process-fair\"\n[run]\nhorizon = \"2s\"\n\
+         [[process]]\nname = \"forks\"\ncommand = [\"sh\", \"-c\", \"while :; do for i in 1 2 3 4 5 6 7 8; do (j=0; while [ $j -lt 2000 ]; do j=$((j+1)); done) & done; wait; done\"]\n\
+         [[process]]\nname = \"hog\"\ncommand = [\"sh\", \"-c\", \"while :; do :; done\"]\n",
+    );
+    let o = run(&sc, &dir);
+    let f = o.fair.as_ref().expect("fair report");
+    if f.process_cpu_ns.is_empty() {
+        eprintln!(
+            "skipped: this machine has no per-cgroup CPU accounting (warnings: {:?})",
+            o.warnings
+        );
+        return;
+    }
+    let source = f.cpu_accounting.clone().expect("named with the counts");
+    let (r, _) = schedkit_linux::honest::report(&o, false);
+    let mut sum = 0;
+    for (p, row) in r.processes.iter().enumerate() {
+        let kernel = f.process_cpu_ns[p].expect("each count read at the end of the window");
+        eprintln!(
+            "{}: kernel {} ms, sampled {:?} ms, job share {:.1} % (GPS {:.1} %)",
+            row.name,
+            kernel / 1_000_000,
+            row.sampled_cpu_ns.map(|s| s / 1_000_000),
+            100.0 * row.job_share,
+            100.0 * row.ideal_job_share
+        );
+        assert_eq!(
+            row.cpu_ns, kernel,
+            "{}: one source for its CPU time",
+            row.name
+        );
+        assert_eq!(
+            row.cpu_source.as_deref(),
+            Some(format!("kernel: {source}").as_str())
+        );
+        assert!(
+            row.sampled_cpu_ns.is_some(),
+            "the samples' figure kept beside it"
+        );
+        let ideal = row.lag_ns + kernel as i64;
+        assert!(ideal >= 0, "lag is GPS less the kernel's count: {row:?}");
+        sum += kernel;
+    }
+    assert_eq!(r.summary.job_cpu_ns, sum);
+    let shares: f64 = r.processes.iter().map(|p| p.job_share).sum();
+    assert!((shares - 1.0).abs() < 1e-9, "job shares add up to {shares}");
+    // The trim ran as a hosted controller on the same counts.
+    assert!(f.trim_writes > 0, "{f:?}");
+    for ((key, cpu), kernel) in f.entity_cpu_ns.iter().zip(&f.process_cpu_ns) {
+        assert_eq!(Some(*cpu), *kernel, "entity {key} is its process");
+    }
+    assert!(o.undone.iter().all(|u| u.outcome.is_ok()), "{:?}", o.undone);
+    assert_eq!(
+        journal::restore(&dir, &Roots::host(), false).unwrap().len(),
+        0
+    );
+}
+
 /// One PFS command job: `sh` (waiting) with two busy `yes`: the two runnable threads get
 /// weight 1024 / 2 = 512, nice 3. The second `yes` sets its own nice to 12 after 0.6 s.
 fn pfs_scenario(horizon: &str) -> Scenario {

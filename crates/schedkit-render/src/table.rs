@@ -88,7 +88,14 @@ pub fn render_table(r: &Report) -> String {
         out.push_str("\n\n");
     }
     let shares = |title: &str, rows: &[schedkit_core::report::ShareReport]| {
-        let mut t = table(&[
+        // A real run says where each row's CPU time came from ("kernel" or "sampled", the
+        // words before the source's colon), with the sources in full below the table; the
+        // simulator's rows have no source and the table no such column.
+        let sources: Vec<&str> = rows
+            .iter()
+            .filter_map(|p| p.cpu_source.as_deref())
+            .collect();
+        let mut head = vec![
             title,
             "threads",
             "cpu ms",
@@ -100,9 +107,13 @@ pub fn render_table(r: &Report) -> String {
             "avg wait ms",
             "avg turn ms",
             "work/s",
-        ]);
+        ];
+        if !sources.is_empty() {
+            head.insert(3, "cpu from");
+        }
+        let mut t = table(&head);
         for p in rows {
-            t.add_row(vec![
+            let mut row = vec![
                 p.name.clone(),
                 p.threads.to_string(),
                 ms(p.cpu_ns),
@@ -114,9 +125,28 @@ pub fn render_table(r: &Report) -> String {
                 ms(p.avg_waiting_ns),
                 ms(p.avg_turnaround_ns),
                 p.work_rate.map_or("-".into(), |w| format!("{w:.1}")),
-            ]);
+            ];
+            if !sources.is_empty() {
+                let short = p
+                    .cpu_source
+                    .as_deref()
+                    .map_or("-", |s| s.split(':').next().unwrap_or(s));
+                row.insert(3, short.to_string());
+            }
+            t.add_row(row);
         }
-        t.to_string()
+        let mut out = t.to_string();
+        let mut seen: Vec<&str> = Vec::new();
+        for s in sources {
+            if !seen.contains(&s) {
+                seen.push(s);
+                out.push_str(&format!("\n  cpu from {s}"));
+            }
+        }
+        if rows.iter().any(|p| p.sampled_cpu_ns.is_some()) {
+            out.push_str("\n  (a kernel-counted row's max |lag| is its lag at the end: the count is read once)");
+        }
+        out
     };
     out.push_str(&shares("process", &r.processes));
     out.push_str("\n\n");

@@ -5,7 +5,7 @@
 
 use crate::policy::{SimThread, ThreadState};
 use crate::SimStats;
-use schedkit_core::control::Action;
+use schedkit_core::control::{Action, Entity};
 use schedkit_core::scenario::Scenario;
 
 /// Counters of corrected policy mistakes (EXAMPLES.md item 4), with the first reasons.
@@ -67,6 +67,15 @@ pub(crate) fn refusal(
         {
             Some(format!("process {process} does not exist"))
         }
+        Action::SetEntityWeight { weight: 0, .. } => Some("a weight of 0".into()),
+        Action::SetEntityWeight {
+            entity: Entity::Process(p),
+            ..
+        } if p >= scenario.processes().len() => Some(format!("process {p} does not exist")),
+        Action::SetEntityWeight {
+            entity: Entity::Group(g),
+            ..
+        } if g >= groups => Some(format!("group {g} does not exist")),
         _ => None,
     }
 }

@@ -387,6 +387,8 @@ mod tests {
             cores: s.cores(),
             threads: &threads,
             group_weights: &[],
+            process_cpu: &[],
+            process_cpu_epoch: 0,
             scenario: s,
         };
         let mut out = Vec::new();
@@ -506,6 +508,8 @@ mod tests {
                 cores: 4,
                 threads: &threads,
                 group_weights: &[],
+                process_cpu: &[],
+                process_cpu_epoch: 0,
                 scenario: &s,
             },
             &mut out,

@@ -499,6 +499,8 @@ mod tests {
                 cores: 2,
                 threads,
                 group_weights: &[],
+                process_cpu: &[],
+                process_cpu_epoch: 0,
                 scenario: sc,
             },
             &mut out,

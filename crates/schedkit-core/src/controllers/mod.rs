@@ -14,6 +14,11 @@
 //! | `global-fair` | [`global_fair::GlobalFair`] | 4.4 | `Migrate`: the shuttle process |
 //! | `tenants` | [`tenants::Tenants`] | 5.3 | `SetWeight`: group weight split among threads |
 //! | `gang` | [`gang::Gang`] | seed 002, Ousterhout matrix | `Migrate`, `Stop`/`Resume` per time slot |
+//! | `process-fair`, `tenants` (`trim`) | [`trim::Trim`] | feedback on seed 004 ch. 3 | `SetEntityWeight`: nominal x correction |
+//!
+//! The share trim ([`trim`]) corrects the kernel's group-scheduling bias on real cores. The
+//! real engine runs it beside the policy's own controller; [`build`] leaves it out (the
+//! simulator's models have no such bias), and [`trim::build`] gives it to either engine.
 //!
 //! Threads that arrive between two ticks run at their scenario weight until the next tick (at
 //! most one period): controllers act periodically, as the thesis's kernel code does once per
@@ -24,6 +29,7 @@ pub mod global_fair;
 pub mod pfs;
 pub mod tenants;
 pub mod tfps;
+pub mod trim;
 pub mod twrs;
 
 use crate::control::{Action, Controller, ThreadView};

@@ -81,6 +81,8 @@ impl ShareBase {
             avg_turnaround_ns: wait.turnaround.checked_div(wait.threads).unwrap_or(0),
             work_done: None,
             work_rate: None,
+            cpu_source: None,
+            sampled_cpu_ns: None,
         }
     }
 }
@@ -110,10 +112,11 @@ impl Metrics {
             n_resp,
         } = self.thread_rows(end);
         let measured = self.apply_measured_tasks();
+        let sampled = self.apply_measured_processes();
         let (misses, jobs) = self.task_rows(end, &mut threads);
 
         let base = self.share_base(window, capacity);
-        let processes = self.process_shares(&base, &waits, measured);
+        let processes = self.process_shares(&base, &waits, measured, &sampled);
         let groups = self.group_shares(&base, &waits);
         let errors = share_errors(&processes[..self.process_names.len()]);
         let makespan = self.makespan(end);
@@ -264,6 +267,28 @@ impl Metrics {
         Measured { any, all_cpu }
     }
 
+    /// A process's CPU time counted whole by the engine replaces the traced one before any
+    /// share is computed (busy time follows). Returns each process's traced CPU time where it
+    /// was replaced.
+    fn apply_measured_processes(&mut self) -> Vec<Option<u64>> {
+        let mut sampled = vec![None; self.process_names.len()];
+        for (p, m) in self.measured_process_cpu.iter().enumerate() {
+            let Some((cpu, _)) = m else { continue };
+            let traced = std::mem::replace(&mut self.entities[p].cpu, *cpu);
+            self.busy_ns = (self.busy_ns + cpu).saturating_sub(traced);
+            sampled[p] = Some(traced);
+        }
+        sampled
+    }
+
+    /// Where process `p`'s CPU time came from (`None`: the simulator).
+    fn cpu_source_of(&self, p: usize) -> Option<String> {
+        match self.measured_process_cpu.get(p) {
+            Some(Some((_, source))) => Some(source.clone()),
+            _ => self.traced_cpu_source.clone(),
+        }
+    }
+
     /// One row per real-time task, after the process threads; counts the jobs still open
     /// at `end` past their deadline as misses. Returns (deadline misses, jobs).
     fn task_rows(&mut self, end: Nanos, threads: &mut Vec<ThreadReport>) -> (u64, u64) {
@@ -328,6 +353,7 @@ impl Metrics {
         base: &ShareBase,
         waits: &[Waits],
         measured: Measured,
+        sampled: &[Option<u64>],
     ) -> Vec<ShareReport> {
         let np = self.process_names.len();
         let mut processes: Vec<ShareReport> = self
@@ -337,10 +363,20 @@ impl Metrics {
             .map(|(i, e)| {
                 let wait = if i < np { waits[i] } else { Waits::default() };
                 let ideal = self.ideal_of(i, base.window);
+                let row = base.row(e.name.clone(), e.threads, e.cpu, ideal, e.max_abs_lag, wait);
+                let sampled = sampled.get(i).copied().flatten();
                 ShareReport {
                     work_done: e.work_done,
                     work_rate: e.work_done.map(|w| w as f64 / (base.window as f64 / 1e9)),
-                    ..base.row(e.name.clone(), e.threads, e.cpu, ideal, e.max_abs_lag, wait)
+                    // A count known at the end only: its lag over time is not known.
+                    max_abs_lag_ns: if sampled.is_some() {
+                        row.lag_ns.unsigned_abs()
+                    } else {
+                        row.max_abs_lag_ns
+                    },
+                    cpu_source: if i < np { self.cpu_source_of(i) } else { None },
+                    sampled_cpu_ns: sampled,
+                    ..row
                 }
             })
             .collect();
@@ -371,14 +407,37 @@ impl Metrics {
                 for &i in &members {
                     wait.add(waits[i]);
                 }
-                base.row(
+                // A group's source is its members' when they agree.
+                let mut sources = members.iter().map(|&i| self.cpu_source_of(i));
+                let first = sources.next().flatten();
+                let cpu_source = if sources.all(|s| s == first) {
+                    first
+                } else {
+                    Some("mixed: some members kernel-counted, some sampled".into())
+                };
+                let row = base.row(
                     self.group_names[g].clone(),
                     members.iter().map(|&i| self.entities[i].threads).sum(),
                     cpu,
                     ideal,
                     self.group_max_abs_lag[g],
                     wait,
-                )
+                );
+                // Members counted whole at the end only: the group's lag over time is not
+                // known either.
+                let all_measured = !members.is_empty()
+                    && members
+                        .iter()
+                        .all(|&i| self.measured_process_cpu[i].is_some());
+                ShareReport {
+                    cpu_source,
+                    max_abs_lag_ns: if all_measured {
+                        row.lag_ns.unsigned_abs()
+                    } else {
+                        row.max_abs_lag_ns
+                    },
+                    ..row
+                }
             })
             .collect()
     }

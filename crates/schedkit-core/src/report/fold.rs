@@ -94,7 +94,27 @@ impl Metrics {
             measured_totals: None,
             cpus: None,
             warnings: Vec::new(),
+            measured_process_cpu: vec![None; scenario.processes().len()],
+            traced_cpu_source: None,
         }
+    }
+
+    /// Process `process`'s CPU time over the window as the engine counted it whole (the real
+    /// engine: the kernel's per-cgroup accounting, which counts every task of the process,
+    /// ended ones too), and `source`, in words. It becomes the process's `cpu_ns`, its shares
+    /// and its lag; the traced figure stays beside it as `sampled_cpu_ns`. The count is known
+    /// at the end only, so the process's `max_abs_lag_ns` is |lag| at the end, as for a
+    /// measured task. The thread rows keep their traced CPU time.
+    pub fn measured_process_cpu(&mut self, process: usize, cpu_ns: u64, source: &str) {
+        if let Some(slot) = self.measured_process_cpu.get_mut(process) {
+            *slot = Some((cpu_ns, source.to_string()));
+        }
+    }
+
+    /// Names where the traced CPU time comes from (the real engine: its samples), so that
+    /// every share row of a real run says its source ([`ShareReport::cpu_source`]).
+    pub fn traced_cpu_source(&mut self, source: &str) {
+        self.traced_cpu_source = Some(source.to_string());
     }
 
     /// What the engine measured for task `task` (the real task runners trace releases and

@@ -89,6 +89,19 @@ pub struct ShareReport {
     /// Built-in workloads in `run`: iterations completed, and per second of the window.
     pub work_done: Option<u64>,
     pub work_rate: Option<f64>,
+    /// Where `cpu_ns`, and so the shares and the lag, came from in a real run:
+    /// `kernel: ...` (the engine's per-cgroup accounting, every task counted, ended ones too;
+    /// [`Metrics::measured_process_cpu`]) or `sampled: ...` (the trace of the engine's
+    /// samples). Given by fair-share runs (`process-fair`, `tenants`, ...); absent for the
+    /// simulator, whose trace is the count, and for other real runs, whose CPU times are all
+    /// the samples' trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_source: Option<String>,
+    /// Beside a kernel-counted `cpu_ns`: what the samples alone gave (they miss tasks found
+    /// late and tasks that ended between two samples). A secondary figure, never used for a
+    /// share or a lag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_cpu_ns: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -284,6 +297,12 @@ pub struct Metrics {
     /// ([`Metrics::frame`]); they go into the report as given.
     cpus: Option<String>,
     warnings: Vec<String>,
+    /// Per process, its CPU time over the window as the engine counted it whole, and where
+    /// from ([`Metrics::measured_process_cpu`]).
+    measured_process_cpu: Vec<Option<(u64, String)>>,
+    /// Where the traced CPU time comes from, for the rows not measured whole
+    /// ([`Metrics::traced_cpu_source`]); `None`: the trace is the count (the simulator).
+    traced_cpu_source: Option<String>,
 }
 
 /// A task's counts from an engine that measures them rather than tracing each dispatch (the

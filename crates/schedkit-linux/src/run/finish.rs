@@ -40,6 +40,11 @@ impl Live<'_> {
         // Wind down: stop built-in threads and commands still running.
         let end = (self.origin.elapsed().as_nanos() as u64).max(self.t_prev);
         self.horizon_watch = None;
+        // The kernel's per-process CPU counts at the window's end, before the tear-down runs
+        // anything more.
+        if let Some(f) = self.fair.as_mut() {
+            f.read_final_cpu();
+        }
         // The machine's other work on the job's CPUs: their busy time, less the job's, less
         // schedkit's own (its process clock less the built-in workload threads it hosts),
         // read now, before the tear-down.

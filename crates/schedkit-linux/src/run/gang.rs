@@ -234,7 +234,9 @@ impl Apply for GangApply<'_> {
                 self.freezer.thaw(process)?;
             }
             // Never handed over: not in GANG_APPLIES, so the host refuses them aloud.
-            Action::SetWeight { .. } | Action::SetGroupWeight { .. } => {}
+            Action::SetWeight { .. }
+            | Action::SetGroupWeight { .. }
+            | Action::SetEntityWeight { .. } => {}
         }
         Ok(())
     }

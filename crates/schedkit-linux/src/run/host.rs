@@ -37,6 +37,9 @@ pub struct Host {
     /// The engine, in refusals ("the fair-share engine").
     engine: &'static str,
     views: Vec<ThreadView>,
+    /// The next snapshot's `process_cpu` and its source's epoch ([`Host::set_process_cpu`]).
+    process_cpu: Vec<Nanos>,
+    process_cpu_epoch: u64,
     actions: Vec<Action>,
     /// Actions refused since the engine last took them, in words.
     pub refused: Vec<String>,
@@ -59,6 +62,8 @@ impl Host {
             applies,
             engine,
             views: Vec::new(),
+            process_cpu: Vec::new(),
+            process_cpu_epoch: 0,
             actions: Vec::new(),
             refused: Vec::new(),
         })
@@ -82,6 +87,15 @@ impl Host {
         &mut self.views
     }
 
+    /// The next snapshot's per-process CPU time (every thread, ended ones too) and the epoch
+    /// of its source (see `Snapshot::process_cpu`). An engine that never sets it hands its
+    /// controller zeros: its controllers do not read it (gang scheduling).
+    pub fn set_process_cpu(&mut self, cpu: impl IntoIterator<Item = Nanos>, epoch: u64) {
+        self.process_cpu.clear();
+        self.process_cpu.extend(cpu);
+        self.process_cpu_epoch = epoch;
+    }
+
     /// One controller tick over the threads set last: its actions go to `engine` in order;
     /// one of a kind the engine does not apply is refused ([`Host::refused`]).
     pub(super) fn tick(
@@ -93,12 +107,17 @@ impl Host {
         engine: &mut dyn Apply,
     ) -> Result<()> {
         self.actions.clear();
+        // One entry per scenario process, whatever the engine set.
+        self.process_cpu
+            .resize(scenario.processes().len(), Nanos::ZERO);
         self.controller.tick(
             &Snapshot {
                 now,
                 cores,
                 threads: &self.views,
                 group_weights,
+                process_cpu: &self.process_cpu,
+                process_cpu_epoch: self.process_cpu_epoch,
                 scenario,
             },
             &mut self.actions,

@@ -4,7 +4,7 @@
 use super::{Engine, Invariants, Kind};
 use crate::contract::refusal;
 use crate::policy::{Dispatcher, Enqueue, ThreadState};
-use schedkit_core::control::{Action, Snapshot, ThreadView};
+use schedkit_core::control::{Action, Entity, Snapshot, ThreadView, ENTITY_WEIGHT_SCALE};
 use schedkit_core::trace::{Event, Owner, Reason, Slot, TraceSink};
 use schedkit_core::Nanos;
 
@@ -44,6 +44,14 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
         // Slots are reused, so slot order is not creation order: the snapshot goes in the
         // engine-independent order the controller contract promises.
         views.sort_unstable_by_key(ThreadView::key);
+        // Each process's CPU time whole: process threads keep their slots once done (only
+        // job threads' slots are reused), so every thread that ever ran is still counted.
+        let mut process_cpu = vec![Nanos::ZERO; self.scenario.processes().len()];
+        for t in &self.threads {
+            if let Some(p) = t.process {
+                process_cpu[p] += t.cpu;
+            }
+        }
         let mut actions = Vec::new();
         {
             let snap = Snapshot {
@@ -51,6 +59,9 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
                 cores: self.cores_n,
                 threads: &views,
                 group_weights: &self.group_weights,
+                process_cpu: &process_cpu,
+                // The simulator's count never changes source.
+                process_cpu_epoch: 0,
                 scenario: self.scenario,
             };
             ctl.tick(&snap, &mut actions);
@@ -80,18 +91,8 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
         }
         let now = self.now;
         match action {
-            Action::SetWeight { thread, weight } => {
-                let slot = thread as Slot;
-                let old = std::mem::replace(&mut self.threads[slot as usize].weight, weight);
-                if old != weight {
-                    self.emit(Event::WeightChange {
-                        t: now,
-                        slot,
-                        weight,
-                    });
-                    pcall!(self, reweight(slot, old));
-                }
-            }
+            Action::SetWeight { thread, weight } => self.set_thread_weight(thread as Slot, weight),
+            Action::SetEntityWeight { entity, weight } => self.set_entity_weight(entity, weight),
             Action::Migrate { thread, core } => {
                 let slot = thread as Slot;
                 self.threads[slot as usize].affinity = Some(vec![core]);
@@ -167,6 +168,58 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
                     }
                 }
             }
+        }
+    }
+
+    /// One thread's weight, traced and handed to the dispatcher when it changes.
+    fn set_thread_weight(&mut self, slot: Slot, weight: u64) {
+        let old = std::mem::replace(&mut self.threads[slot as usize].weight, weight);
+        if old != weight {
+            self.emit(Event::WeightChange {
+                t: self.now,
+                slot,
+                weight,
+            });
+            pcall!(self, reweight(slot, old));
+        }
+    }
+
+    /// `SetEntityWeight` on the flat run-queue model (see [`Action::SetEntityWeight`]): the
+    /// entity's weight in thread units (10.24 per cgroup v2 unit) split among its member
+    /// processes with live threads by their scenario weights, and a process's part equally
+    /// among its live threads, as the tenants controller splits a group. Threads that
+    /// arrive later run at their scenario weight until the controller's next tick.
+    fn set_entity_weight(&mut self, entity: Entity, weight: u64) {
+        let total = weight as f64 / ENTITY_WEIGHT_SCALE as f64 * 10.24;
+        let sc = self.scenario;
+        let member = |p: usize| match entity {
+            Entity::Process(q) => p == q,
+            Entity::Group(g) => sc.processes()[p].group() == Some(g),
+        };
+        let mut live = vec![0u64; self.scenario.processes().len()];
+        for t in &self.threads {
+            if let (Some(p), false) = (t.process, t.state == ThreadState::Done) {
+                live[p] += u64::from(member(p));
+            }
+        }
+        let weight_sum: u64 = (0..live.len())
+            .filter(|&p| live[p] > 0)
+            .map(|p| self.scenario.processes()[p].weight())
+            .sum();
+        if weight_sum == 0 {
+            return; // no live thread: nothing carries the weight now
+        }
+        for slot in 0..self.threads.len() {
+            let t = &self.threads[slot];
+            let Some(p) = t.process.filter(|&p| live[p] > 0) else {
+                continue;
+            };
+            if t.state == ThreadState::Done {
+                continue;
+            }
+            let part = self.scenario.processes()[p].weight() as f64 / weight_sum as f64;
+            let w = (total * part / live[p] as f64).round().max(1.0) as u64;
+            self.set_thread_weight(slot as Slot, w);
         }
     }
 

@@ -103,6 +103,9 @@ impl Apply for FairApply<'_> {
                     self.warnings.push(format!("group weight not set: {e}"));
                 }
             }
+            Action::SetEntityWeight { entity, weight } => {
+                self.run.set_entity_weight(entity, weight, self.warnings)
+            }
             // Never handed over: not in FAIR_APPLIES, so the host refuses them aloud (a
             // controller declaring them is refused when the run is built).
             Action::Stop { .. } | Action::Resume { .. } => {}

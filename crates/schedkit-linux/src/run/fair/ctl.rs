@@ -123,9 +123,11 @@ impl FairRun {
         if let (Some(cg), Some(&i)) = (self.cgroups.as_mut(), self.cg_of_group.get(g)) {
             cg.set_weight(i, weight)?;
             // With the trim on, the group keeps its correction factor from the first moment.
-            if let (Some(t), Some(e)) = (&self.trim, self.trim_cgroup.iter().position(|&c| c == i))
-            {
-                cg.set_weight_trimmed(i, weight as f64 * t.factor(e))?;
+            if let (true, Some(e)) = (
+                self.trim.is_some(),
+                self.trim_cgroup.iter().position(|&c| c == i),
+            ) {
+                cg.set_weight_trimmed(i, weight as f64 * self.trim_factor[e])?;
             }
         }
         self.group_weights[g] = weight;

@@ -4,6 +4,7 @@
 
 mod apply;
 mod ctl;
+mod trim_host;
 mod usage;
 
 use super::host::Host;
@@ -16,7 +17,8 @@ use crate::sched::{self, Policy};
 use crate::workload::{self};
 use crate::{Error, Result, Roots};
 use apply::FairApply;
-use schedkit_core::control::ThreadView;
+use schedkit_core::control::{Entity, ThreadView};
+use schedkit_core::controllers::trim::{self, Trim};
 use schedkit_core::scenario::{PolicyName, Scenario};
 use schedkit_core::trace::Event;
 use schedkit_core::Nanos;
@@ -83,9 +85,16 @@ pub struct FairReport {
     /// groups)`, say); `None`: the sampler's per-thread readings (or no trim).
     pub trim_source: Option<String>,
     /// Each trim entity's CPU time over the run by the kernel's own per-cgroup accounting
-    /// (`trim_source`), every task counted, ended ones too: the exact split of the job's CPU
-    /// between them, beside the report's sampled `job_share`. Empty without that accounting.
+    /// (`trim_source`): `process_cpu_ns` summed per entity. Empty without that accounting.
     pub entity_cpu_ns: Vec<(String, u64)>,
+    /// Each scenario process's CPU time over the run window by the kernel's own per-cgroup
+    /// accounting (`cpu_accounting`), every task counted, ended ones too, read when the
+    /// window ended (before the job was torn down); `None` where it could not be read. Empty
+    /// without that accounting. The report's shares and lag of these processes are of this
+    /// count ([`crate::honest::report`]).
+    pub process_cpu_ns: Vec<Option<u64>>,
+    /// What counted `process_cpu_ns` (`cgroup v2 cpu.stat`, say).
+    pub cpu_accounting: Option<String>,
 }
 
 impl FairReport {
@@ -152,14 +161,23 @@ pub struct FairRun {
     nice_warned: bool,
     /// global-fair: pin each thread to the CPU it is first seen on.
     pin_first_seen: bool,
-    /// process-fair and tenants: the share trim (`crate::trim`), the top-level cgroup of
-    /// each of its entities, and the entity of each scenario process.
-    trim: Option<crate::trim::ShareTrim>,
-    trim_cgroup: Vec<usize>,
+    /// process-fair and tenants: the share trim (`schedkit_core::controllers::trim`),
+    /// hosted beside the policy's controller; its entities, the top-level cgroup of each,
+    /// the entity of each scenario process, and each entity's correction factor as last
+    /// written (`SetEntityWeight` / nominal weight).
+    pub(super) trim: Option<Host>,
+    trim_entities: Vec<Entity>,
+    pub(super) trim_cgroup: Vec<usize>,
     trim_entity_of_process: Vec<usize>,
+    pub(super) trim_factor: Vec<f64>,
     trim_writes: u64,
-    /// Where the trim reads each entity's CPU time (`None`: the sampler's sums).
+    /// A trim write failed this tick: the trim stops (its warning says why).
+    trim_failed: bool,
+    /// Where each process's CPU time is read (`None`: the sampler's sums), the epoch of that
+    /// source (bumped when it changes), and the counts read when the window ended.
     usage: Option<usage::Usage>,
+    cpu_epoch: u64,
+    final_cpu: Option<Vec<Option<u64>>>,
     /// What the run's user needs to know while it runs (the control socket's path), and
     /// warnings from setting it up: handed to the engine, which passes them on.
     pub notices: Vec<String>,
@@ -201,6 +219,7 @@ const FAIR_APPLIES: &[schedkit_core::control::ActionKind] = &[
     schedkit_core::control::ActionKind::SetWeight,
     schedkit_core::control::ActionKind::Migrate,
     schedkit_core::control::ActionKind::SetGroupWeight,
+    schedkit_core::control::ActionKind::SetEntityWeight,
 ];
 
 impl FairRun {
@@ -273,10 +292,15 @@ impl FairRun {
             nice_warned: false,
             pin_first_seen: name == PolicyName::GlobalFair,
             trim: None,
+            trim_entities: Vec::new(),
             trim_cgroup: Vec::new(),
             trim_entity_of_process: Vec::new(),
+            trim_factor: Vec::new(),
             trim_writes: 0,
+            trim_failed: false,
             usage: None,
+            cpu_epoch: 0,
+            final_cpu: None,
             notices: Vec::new(),
             start_warnings: Vec::new(),
             parent_load: 0,
@@ -367,35 +391,42 @@ impl FairRun {
             }
         }
         self.cgroups = Some(cg);
+        let cg = self.cgroups.as_ref().expect("set above");
+        // Exact per-process CPU time for the trim and the report; without it the sampler's
+        // sums, which miss tasks (see `usage`), and a word in the warnings.
+        let no_usage = |why: String| {
+            format!("no per-cgroup CPU accounting ({why}): the share trim and the report's shares measure from the sampler's readings, which miss short-lived tasks")
+        };
+        match usage::Usage::new(roots, journal, cg, &self.cg_of_process) {
+            Ok(Some(u)) => self.usage = Some(u),
+            Ok(None) => self.start_warnings.push(no_usage(
+                "neither cgroup v2 cpu.stat nor v1 cpuacct on this machine".into(),
+            )),
+            Err(e) => self.start_warnings.push(no_usage(e.to_string())),
+        }
         if scenario.policy().trim() {
-            // Top-level entities: each group's cgroup, and each ungrouped process's.
-            let mut entity_of_group = vec![None; scenario.groups().len()];
-            for (p, sp) in scenario.processes().iter().enumerate() {
-                let e = match sp.group().filter(|_| tenants) {
-                    Some(g) => *entity_of_group[g].get_or_insert_with(|| {
-                        self.trim_cgroup.push(self.cg_of_group[g]);
-                        self.trim_cgroup.len() - 1
-                    }),
-                    None => {
-                        self.trim_cgroup.push(self.cg_of_process[p]);
-                        self.trim_cgroup.len() - 1
-                    }
-                };
-                self.trim_entity_of_process.push(e);
-            }
-            self.trim = Some(crate::trim::ShareTrim::new(scenario.cores()));
-            // Exact per-entity CPU time for the trim; without it the sampler's sums, which
-            // miss tasks (see `usage`), and a word in the warnings.
-            let cg = self.cgroups.as_ref().expect("created above");
-            match usage::Usage::new(roots, journal, cg, &self.trim_cgroup) {
-                Ok(Some(u)) => self.usage = Some(u),
-                Ok(None) => self.start_warnings.push(
-                    "share trim: no per-cgroup CPU accounting (cgroup v2 cpu.stat or v1 cpuacct) on this machine; it measures from the sampler's readings, which miss short-lived tasks".into(),
-                ),
-                Err(e) => self.start_warnings.push(format!(
-                    "share trim: no per-cgroup CPU accounting ({e}); it measures from the sampler's readings, which miss short-lived tasks"
-                )),
-            }
+            let trim = Trim::new(scenario, Nanos(self.period), tenants);
+            let (entities, of_process) = trim::entities(scenario, tenants);
+            self.trim_cgroup = entities
+                .iter()
+                .map(|&e| match e {
+                    Entity::Process(p) => self.cg_of_process[p],
+                    Entity::Group(g) => self.cg_of_group[g],
+                })
+                .collect();
+            self.trim_factor = vec![1.0; entities.len()];
+            self.trim_entities = entities;
+            self.trim_entity_of_process = of_process;
+            self.trim = Some(
+                Host::new(Box::new(trim), FAIR_APPLIES, "the fair-share engine").map_err(
+                    |missing| {
+                        Error::Input(format!(
+                            "{}: policy.trim: the share trim may ask for {missing:?}, which the fair-share engine cannot apply",
+                            scenario.file()
+                        ))
+                    },
+                )?,
+            );
         }
         Ok(())
     }
@@ -421,8 +452,8 @@ impl FairRun {
 
     /// A command process joins its cgroup (before it is released).
     pub(super) fn attach_command(&self, p: usize, pid: i32) -> Result<()> {
-        if let (Some(u), Some(&e)) = (&self.usage, self.trim_entity_of_process.get(p)) {
-            u.attach_process(e, pid)?;
+        if let Some(u) = &self.usage {
+            u.attach_process(p, pid)?;
         }
         match &self.cgroups {
             Some(cg) => cg.attach_process(self.cg_of_process[p], pid),
@@ -452,11 +483,9 @@ impl FairRun {
         ) {
             let _ = sched::set_thread(tid, Policy::Other { nice });
         }
-        if let (Some(u), Some(&e), false) =
-            (&self.usage, self.trim_entity_of_process.get(p), is_cmd)
-        {
+        if let (Some(u), false) = (&self.usage, is_cmd) {
             // A command's threads are born inside its accounting group.
-            u.attach_thread(e, tid)?;
+            u.attach_thread(p, tid)?;
         }
         let i = self.cg_of_process[p];
         match (cg.controller(), is_cmd) {
@@ -505,26 +534,56 @@ impl FairRun {
             }
         }
         self.update_parent_load(scenario, tracks);
-        self.trim_tick(now, tracks, warnings);
+        if self.host.is_none() && self.trim.is_none() {
+            self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);
+            return;
+        }
+        let views: Vec<ThreadView> = live()
+            .map(|tr| {
+                let sp = &scenario.processes()[tr.process];
+                ThreadView {
+                    id: tr.tid as u64,
+                    process: tr.process,
+                    index: tr.index as usize,
+                    group: sp.group(),
+                    core: (tr.last.tid != 0).then_some(tr.last.cpu),
+                    weight: self.weight.get(&tr.tid).copied().unwrap_or(sp.weight()),
+                    base_weight: sp.weight(),
+                    runnable: tr.runnable,
+                    cpu: Nanos(tr.prev_run),
+                }
+            })
+            .collect();
+        // (The snapshots' group weights are those before this tick's actions.)
+        let group_weights = self.group_weights.clone();
+        // The share trim first, as its own controller on the same host contract.
+        if let Some(mut trim) = self.trim.take() {
+            let cpu = self.process_cpu(now, tracks, warnings);
+            trim.set_process_cpu(cpu, self.cpu_epoch);
+            trim.set_threads(views.iter().cloned());
+            let mut apply = FairApply {
+                run: self,
+                now,
+                scenario,
+                tracks: (tracks, by_tid),
+                journal,
+                events,
+                warnings,
+            };
+            // FairApply never fails: what it cannot apply is a warning.
+            let _ = trim.tick(Nanos(now), cores, &group_weights, scenario, &mut apply);
+            warnings.append(&mut trim.refused);
+            if !self.trim_failed {
+                self.trim = Some(trim);
+            }
+        }
         let Some(mut host) = self.host.take() else {
             self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);
             return;
         };
-        let mut views = Vec::new();
+        // Threads seen for the first time keep the nice their placement gave them.
         for tr in live() {
             let sp = &scenario.processes()[tr.process];
-            views.push(ThreadView {
-                id: tr.tid as u64,
-                process: tr.process,
-                index: tr.index as usize,
-                group: sp.group(),
-                core: (tr.last.tid != 0).then_some(tr.last.cpu),
-                weight: self.weight.get(&tr.tid).copied().unwrap_or(sp.weight()),
-                base_weight: sp.weight(),
-                runnable: tr.runnable,
-                cpu: Nanos(tr.prev_run),
-            });
-            // Threads seen for the first time keep the nice their placement gave them.
             self.nice.entry(tr.tid).or_insert(sp.nice());
         }
         // Tracks go in order of first sighting across processes; the host sorts them into
@@ -535,8 +594,6 @@ impl FairRun {
         if self.pin_first_seen {
             self.place_new_threads(scenario, cores, views, (tracks, by_tid), journal);
         }
-        // (The snapshot's group weights are those before this tick's actions.)
-        let group_weights = self.group_weights.clone();
         let mut apply = FairApply {
             run: self,
             now,
@@ -551,61 +608,6 @@ impl FairRun {
         warnings.append(&mut host.refused);
         self.host = Some(host);
         self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);
-    }
-
-    /// The share trim's period: each top-level entity's CPU time and runnable threads from
-    /// the sampler's latest readings, and the corrected weights written to the cgroups.
-    fn trim_tick(&mut self, now: u64, tracks: &[Track], warnings: &mut Vec<String>) {
-        let (Some(trim), Some(cg)) = (self.trim.as_mut(), self.cgroups.as_ref()) else {
-            return;
-        };
-        let mut ents: Vec<crate::trim::EntityPeriod> = self
-            .trim_cgroup
-            .iter()
-            .map(|&i| crate::trim::EntityPeriod {
-                weight: cg.groups()[i].weight,
-                runnable: 0,
-                cpu_ns: 0,
-            })
-            .collect();
-        for tr in tracks {
-            let e = &mut ents[self.trim_entity_of_process[tr.process]];
-            e.cpu_ns += tr.prev_run;
-            e.runnable += usize::from(!tr.finished && tr.runnable);
-        }
-        if let Some(u) = &self.usage {
-            let exact: Option<Vec<u64>> = (0..ents.len()).map(|e| u.cpu_ns(e)).collect();
-            match exact {
-                Some(v) => {
-                    for (e, cpu) in ents.iter_mut().zip(v) {
-                        e.cpu_ns = cpu;
-                    }
-                }
-                None => {
-                    // The totals change source: the next period starts afresh.
-                    warnings.push(format!(
-                        "share trim: {} could not be read; it measures from the sampler's readings from {} on",
-                        u.describe(),
-                        Nanos(now)
-                    ));
-                    self.usage = None;
-                    trim.rebase();
-                }
-            }
-        }
-        let Some(weights) = trim.tick(now, &ents) else {
-            return;
-        };
-        for (&i, w) in self.trim_cgroup.iter().zip(weights) {
-            match cg.set_weight_trimmed(i, w) {
-                Ok(()) => self.trim_writes += 1,
-                Err(e) => {
-                    warnings.push(format!("share trim stopped: {e}"));
-                    self.trim = None;
-                    return;
-                }
-            }
-        }
     }
 
     /// global-fair on real cores: the kernel's balancer keeps moving unpinned threads (T1 of
@@ -707,11 +709,11 @@ impl FairRun {
             ctl_refused: self.ctl_refused,
             sampler: None,
             trim_factors: match (&self.trim, &self.cgroups) {
-                (Some(t), Some(cg)) => self
+                (Some(_), Some(cg)) => self
                     .trim_cgroup
                     .iter()
-                    .enumerate()
-                    .map(|(e, &i)| (cg.groups()[i].key.clone(), t.factor(e)))
+                    .zip(&self.trim_factor)
+                    .map(|(&i, &f)| (cg.groups()[i].key.clone(), f))
                     .collect(),
                 _ => Vec::new(),
             },
@@ -721,15 +723,26 @@ impl FairRun {
                 .as_ref()
                 .filter(|_| self.trim.is_some())
                 .map(|u| u.describe().to_string()),
-            entity_cpu_ns: match (&self.usage, &self.cgroups) {
-                (Some(u), Some(cg)) => self
+            entity_cpu_ns: match (&self.final_cpu, &self.cgroups) {
+                (Some(cpu), Some(cg)) => self
                     .trim_cgroup
                     .iter()
                     .enumerate()
-                    .filter_map(|(e, &i)| Some((cg.groups()[i].key.clone(), u.cpu_ns(e)?)))
+                    .filter_map(|(e, &i)| {
+                        let members =
+                            (0..cpu.len()).filter(|&p| self.trim_entity_of_process[p] == e);
+                        let sum = members.map(|p| cpu[p]).sum::<Option<u64>>()?;
+                        Some((cg.groups()[i].key.clone(), sum))
+                    })
                     .collect(),
                 _ => Vec::new(),
             },
+            cpu_accounting: self
+                .final_cpu
+                .as_ref()
+                .and(self.usage.as_ref())
+                .map(|u| u.describe().to_string()),
+            process_cpu_ns: self.final_cpu.unwrap_or_default(),
         }
     }
 }

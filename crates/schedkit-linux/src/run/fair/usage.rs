@@ -1,51 +1,53 @@
-//! Each share-trim entity's CPU time from the kernel's own per-cgroup accounting.
+//! Each scenario process's CPU time from the kernel's own per-cgroup accounting.
 //!
-//! The trim compares what each entity got in a period with its GPS share, so its input must
-//! be exact. Summing the sampler's per-thread readings is not: a command that forks
+//! The share trim compares what each entity got in a period with its GPS share, so its input
+//! must be exact, and the report's shares of a fair-share run are of the same count. Summing the sampler's per-thread readings is not: a command that forks
 //! hundreds of short-lived or blocking tasks (hackbench: 400) has tasks the sampler has not
 //! found yet, tasks read only every few samples while they look idle, and tasks that ended
 //! between two samples with CPU time nobody read. The kernel counts every task of a cgroup,
-//! ended ones included, so the trim reads the cgroup instead:
+//! ended ones included, so the trim and the report read the cgroup instead. Every process of
+//! a `process-fair` or `tenants` run has a cpu cgroup that holds it alone (a tenant of one
+//! process is that process's), so the count is per process:
 //!
-//! - cgroup v2: the entity's cpu cgroup's `cpu.stat` (`usage_usec`);
+//! - cgroup v2: the process's cpu cgroup's `cpu.stat` (`usage_usec`);
 //! - cgroup v1 with `cpuacct` mounted beside `cpu` (`cpu,cpuacct`): the cpu cgroup's
 //!   `cpuacct.usage` (ns);
 //! - cgroup v1 with `cpuacct` on its own mount (this project's test machine): one cpuacct
-//!   cgroup per entity, `<cpuacct mount>/schedkit-<pid>/<n>`, that the entity's commands
+//!   cgroup per process, `<cpuacct mount>/schedkit-<pid>/<n>`, that the process's commands
 //!   join when they join their cpu cgroup (before they are released, so all they fork is
 //!   born inside) and built-in threads one by one. Journaled as the cpu cgroups are
 //!   ([`Entry::Cgroup`](crate::journal::Entry::Cgroup), before each mkdir): undo moves the
 //!   tasks back and removes the directories.
 //!
-//! Where none of these is available the trim falls back to the sampler's sums (and the run
-//! says so in its warnings).
+//! Where none of these is available the trim and the report fall back to the sampler's sums
+//! (and the run says so: its warnings, and each report row's `cpu_source`).
 
 use crate::cgroup::{CpuController, CpuGroups};
 use crate::journal::{Entry, Journal};
 use crate::{Error, Result, Roots};
 use std::path::{Path, PathBuf};
 
-/// Where the entities' CPU time is read.
+/// Where the processes' CPU time is read (index = scenario process).
 pub(super) enum Usage {
-    /// `cpu.stat` `usage_usec` of each entity's cgroup (v2).
+    /// `cpu.stat` `usage_usec` of each process's cgroup (v2).
     V2Stat(Vec<PathBuf>),
-    /// `cpuacct.usage` (ns) of each entity's cgroup, co-mounted with cpu (v1).
+    /// `cpuacct.usage` (ns) of each process's cgroup, co-mounted with cpu (v1).
     CoMounted(Vec<PathBuf>),
-    /// Our own cpuacct cgroups, one per entity (v1, cpuacct mounted alone).
+    /// Our own cpuacct cgroups, one per process (v1, cpuacct mounted alone).
     Own(Vec<PathBuf>),
 }
 
 impl Usage {
-    /// The accounting for the entities whose cpu cgroups are `entity_cgroups` (indices into
-    /// `cg.groups()`); `Ok(None)` when this machine has none.
+    /// The accounting for the processes whose cpu cgroups are `process_cgroups` (indices
+    /// into `cg.groups()`, one process alone in each); `Ok(None)` when this machine has none.
     pub(super) fn new(
         roots: &Roots,
         journal: &mut Journal,
         cg: &CpuGroups,
-        entity_cgroups: &[usize],
+        process_cgroups: &[usize],
     ) -> Result<Option<Usage>> {
         let dirs = || -> Vec<PathBuf> {
-            entity_cgroups
+            process_cgroups
                 .iter()
                 .map(|&i| cg.groups()[i].path.clone())
                 .collect()
@@ -84,7 +86,7 @@ impl Usage {
         };
         mkdir(journal, &parent)?;
         let mut out = Vec::new();
-        for e in 0..entity_cgroups.len() {
+        for e in 0..process_cgroups.len() {
             let d = parent.join(e.to_string());
             mkdir(journal, &d)?;
             out.push(d);
@@ -92,7 +94,7 @@ impl Usage {
         Ok(Some(Usage::Own(out)))
     }
 
-    /// What the run's report says the trim measured with.
+    /// What the run's report says the CPU times were counted with.
     pub(super) fn describe(&self) -> &'static str {
         match self {
             Usage::V2Stat(_) => "cgroup v2 cpu.stat",
@@ -101,7 +103,7 @@ impl Usage {
         }
     }
 
-    /// Entity `e`'s CPU time so far, ns; `None` when the file cannot be read.
+    /// Process `e`'s CPU time so far, ns; `None` when the file cannot be read.
     pub(super) fn cpu_ns(&self, e: usize) -> Option<u64> {
         match self {
             Usage::V2Stat(f) => {
@@ -122,13 +124,13 @@ impl Usage {
         }
     }
 
-    /// A command's process joins entity `e`'s accounting (before it is released: what it
+    /// A command's process joins process `e`'s accounting (before it is released: what it
     /// forks later is born inside). Only our own cpuacct groups need it.
     pub(super) fn attach_process(&self, e: usize, pid: i32) -> Result<()> {
         self.attach(e, "cgroup.procs", pid)
     }
 
-    /// One thread joins entity `e`'s accounting (a built-in workload thread, or a command
+    /// One thread joins process `e`'s accounting (a built-in workload thread, or a command
     /// thread found outside it).
     pub(super) fn attach_thread(&self, e: usize, tid: i32) -> Result<()> {
         self.attach(e, "tasks", tid)

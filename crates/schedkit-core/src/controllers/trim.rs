@@ -31,9 +31,23 @@
 //! up its factor); a change of nominal weight (`schedkit ctl set-weight`) takes effect at
 //! once, the factor carrying on as the correction of the kernel's bias.
 //!
-//! Input: each entity's CPU time must be exact. The fair-share engine reads it from the
-//! kernel's per-cgroup accounting (`run/fair/usage.rs`), not from the sampler's per-thread
-//! readings, which miss tasks not found yet and tasks that ended between two samples.
+//! Input: each entity's CPU time must be exact, so the controller reads
+//! [`Snapshot::process_cpu`] (every thread, ended ones too), never the live threads' `cpu`.
+//! The real engine fills it from the kernel's per-cgroup accounting (schedkit-linux's
+//! `run/fair/usage.rs`), not from the sampler's per-thread readings, which miss tasks not
+//! found yet and tasks that ended between two samples; the simulator from its own exact
+//! count.
+//!
+//! As a [`Controller`] ([`Trim`]) it runs in both engines: every period it turns the
+//! snapshot into one [`EntityPeriod`] per top-level entity and pushes
+//! [`Action::SetEntityWeight`] for each when [`ShareTrim::tick`] has weights. The real
+//! engine writes them to the entities' cgroups; the simulator gives them to the entities'
+//! threads. Neither engine attaches it by itself to a simulated policy: the simulator's CFS
+//! model has no group-scheduling bias to remove, so its golden outputs stay as they are.
+
+use crate::control::{Action, ActionKind, Controller, Entity, Snapshot, ENTITY_WEIGHT_SCALE};
+use crate::scenario::{PolicyName, Scenario};
+use crate::time::Nanos;
 
 /// Exponent of one period's correction (0.2: a fifth of the measured log-error per entity
 /// per period; see the module docs).
@@ -128,7 +142,7 @@ impl ShareTrim {
             .iter()
             .map(|e| (e.weight as f64, e.runnable.min(self.cpus) as f64 * dt))
             .collect();
-        let target = schedkit_core::gps::water_fill(job, &caps);
+        let target = crate::gps::water_fill(job, &caps);
         for i in 0..n {
             let cap = caps[i].1;
             let capped = target[i] >= cap * 0.999;
@@ -154,6 +168,141 @@ impl ShareTrim {
     }
 }
 
+/// The share trim as a [`Controller`] over a scenario's top-level entities (see the module
+/// docs).
+#[derive(Clone, Debug)]
+pub struct Trim {
+    period: Nanos,
+    tenants: bool,
+    entities: Vec<Entity>,
+    /// The entity of each scenario process (index into `entities`).
+    entity_of_process: Vec<usize>,
+    trim: ShareTrim,
+    /// `Snapshot::process_cpu_epoch` at the last tick.
+    epoch: Option<u64>,
+}
+
+/// The top-level entities the trim corrects, in order, and the entity of each process:
+/// under `tenants` each group (at its first member) and each ungrouped process; otherwise
+/// every process (a `process-fair` cgroup each, whatever its group).
+pub fn entities(scenario: &Scenario, tenants: bool) -> (Vec<Entity>, Vec<usize>) {
+    let mut entities = Vec::new();
+    let mut of_group: Vec<Option<usize>> = vec![None; scenario.groups().len()];
+    let mut of_process = Vec::new();
+    for (p, sp) in scenario.processes().iter().enumerate() {
+        let e = match sp.group().filter(|_| tenants) {
+            Some(g) => *of_group[g].get_or_insert_with(|| {
+                entities.push(Entity::Group(g));
+                entities.len() - 1
+            }),
+            None => {
+                entities.push(Entity::Process(p));
+                entities.len() - 1
+            }
+        };
+        of_process.push(e);
+    }
+    (entities, of_process)
+}
+
+impl Trim {
+    /// The trim of `scenario`'s entities every `period`; `tenants`: the entities are tenant
+    /// groups and ungrouped processes (the `tenants` policy), otherwise processes.
+    pub fn new(scenario: &Scenario, period: Nanos, tenants: bool) -> Trim {
+        let (entities, entity_of_process) = entities(scenario, tenants);
+        Trim {
+            period,
+            tenants,
+            entities,
+            entity_of_process,
+            // The scenario's cores, as the real engine's trim has always used: no entity can
+            // use more (a real run on fewer CPUs is refused or stated as degraded).
+            trim: ShareTrim::new(scenario.cores()),
+            epoch: None,
+        }
+    }
+
+    /// The entities it corrects, in the order of [`Trim::factor`].
+    pub fn entities(&self) -> &[Entity] {
+        &self.entities
+    }
+
+    /// Current correction factor of entity `i` (1 before its first correction).
+    pub fn factor(&self, i: usize) -> f64 {
+        self.trim.factor(i)
+    }
+
+    /// Entity `e`'s nominal weight in cgroup v2 units, as its cgroup holds it: a
+    /// `process-fair` process 100 (a new cgroup's default); a tenant group its current
+    /// weight; an ungrouped process under `tenants` its weight / 1024 (a nice-0 process
+    /// weighs as much as a tenant of weight 1).
+    fn nominal(&self, e: Entity, snap: &Snapshot) -> u64 {
+        match (e, self.tenants) {
+            (Entity::Group(g), _) => snap.group_weights.get(g).copied().unwrap_or(1),
+            (Entity::Process(p), true) => (snap.scenario.processes()[p].weight() + 512) / 1024,
+            (Entity::Process(_), false) => 100,
+        }
+        .clamp(1, 10_000)
+    }
+}
+
+impl Controller for Trim {
+    fn name(&self) -> &'static str {
+        "share-trim"
+    }
+    fn period(&self) -> Nanos {
+        self.period
+    }
+    fn emits(&self) -> &'static [ActionKind] {
+        &[ActionKind::SetEntityWeight]
+    }
+    fn tick(&mut self, snap: &Snapshot, out: &mut Vec<Action>) {
+        if self.epoch.replace(snap.process_cpu_epoch) != Some(snap.process_cpu_epoch) {
+            // The CPU times' source changed: the next period starts afresh.
+            self.trim.rebase();
+        }
+        let mut ents: Vec<EntityPeriod> = self
+            .entities
+            .iter()
+            .map(|&e| EntityPeriod {
+                weight: self.nominal(e, snap),
+                runnable: 0,
+                cpu_ns: 0,
+            })
+            .collect();
+        for (p, &e) in self.entity_of_process.iter().enumerate() {
+            ents[e].cpu_ns += snap.process_cpu.get(p).map_or(0, |c| c.0);
+        }
+        for t in snap.threads.iter().filter(|t| t.runnable) {
+            if let Some(&e) = self.entity_of_process.get(t.process) {
+                ents[e].runnable += 1;
+            }
+        }
+        let Some(weights) = self.trim.tick(snap.now.0, &ents) else {
+            return;
+        };
+        for (&entity, w) in self.entities.iter().zip(weights) {
+            out.push(Action::SetEntityWeight {
+                entity,
+                weight: ((w * ENTITY_WEIGHT_SCALE as f64).round() as u64).max(1),
+            });
+        }
+    }
+}
+
+/// The share trim of a `process-fair` or `tenants` scenario that asks for it (`policy.trim`,
+/// on by default), every `policy.period`; `None` for any other.
+pub fn build(scenario: &Scenario) -> Option<Trim> {
+    let spec = scenario.policy();
+    let tenants = match spec.name() {
+        PolicyName::ProcessFair => false,
+        PolicyName::Tenants => true,
+        _ => return None,
+    };
+    spec.trim()
+        .then(|| Trim::new(scenario, spec.period(), tenants))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,7 +316,7 @@ mod tests {
             .zip(runnable)
             .map(|((w, b), &r)| (w * b, r as f64 * dt))
             .collect();
-        schedkit_core::gps::water_fill(cpus * dt, &eff)
+        crate::gps::water_fill(cpus * dt, &eff)
     }
 
     fn run(
