@@ -12,7 +12,8 @@
 //! - releases come from their own heap of `(time, order, task)`, beside a second heap of
 //!   slice ends, instead of one heap of every event kind: the engine's `(time, class,
 //!   sequence)` order is kept, as releases are class 0 and slice ends class 2, and each heap
-//!   keeps its own push order;
+//!   keeps its own push order; a task's release is replaced in place by its next one (one
+//!   sift down), and every heap compares its entries as one `u128` ([`Entry`]);
 //! - a job's thread is a 40-byte record (deadline, creation order, work left, task, job, last
 //!   core), not the general `SimThread`;
 //! - the ready queue is a binary heap of `(deadline, creation order, slot)`: the EDF key
