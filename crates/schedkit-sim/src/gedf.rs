@@ -12,7 +12,8 @@
 //! - releases come from their own heap of `(time, order, task)`, beside a second heap of
 //!   slice ends, instead of one heap of every event kind: the engine's `(time, class,
 //!   sequence)` order is kept, as releases are class 0 and slice ends class 2, and each heap
-//!   keeps its own push order;
+//!   keeps its own push order; a task's release is replaced in place by its next one (one
+//!   sift down), and every heap compares its entries as one `u128` ([`Entry`]);
 //! - a job's thread is a 40-byte record (deadline, creation order, work left, task, job, last
 //!   core), not the general `SimThread`;
 //! - the ready queue is a binary heap of `(deadline, creation order, slot)`: the EDF key
@@ -30,7 +31,7 @@ use crate::engine::{SimStats, Watch, WATCH_EVERY};
 use schedkit_core::scenario::{PolicyName, Region, Scenario};
 use schedkit_core::trace::{Event, Owner, Reason, Slot, TraceSink};
 use schedkit_core::Nanos;
-use std::cmp::Reverse;
+use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 /// No core / no slice end pending.
@@ -71,6 +72,50 @@ struct JobThread {
 /// above zero (`seq` starts at 1), so zero stands for an idle core in the [`MaxTree`].
 fn key(deadline: u64, seq: u64) -> u128 {
     (deadline as u128) << 64 | seq as u128
+}
+
+/// An entry of the release, slice-end and ready heaps: its order as one number (a release's
+/// or slice end's `(time, push order)`, a ready job's `(deadline, creation order)`, high half
+/// first), unique within its heap, and what it stands for (task, core or slot). Compared as
+/// one `u128` in reverse, so that `BinaryHeap` is a min-heap: a tuple of three fields compared
+/// field by field branched at every level of every sift (the heaps' pops were a quarter of a
+/// 20-task run).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    key: u128,
+    id: u32,
+}
+
+impl Entry {
+    fn new(high: u64, low: u64, id: u32) -> Entry {
+        Entry {
+            key: key(high, low),
+            id,
+        }
+    }
+
+    /// The high half: a release's or slice end's time, a ready job's deadline.
+    fn high(&self) -> u64 {
+        (self.key >> 64) as u64
+    }
+
+    /// The low half: push order, or creation order.
+    fn low(&self) -> u64 {
+        self.key as u64
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Keys are unique within a heap, so `id` never decides.
+        other.key.cmp(&self.key)
+    }
+}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 /// The largest key over the cores and the core holding it: a complete binary tree in an
@@ -141,13 +186,15 @@ struct Gedf<'a, S: TraceSink + ?Sized> {
     /// First releases, by time (stable: file order), and the next one.
     initial: Vec<(u64, u32)>,
     next_initial: usize,
-    /// Later releases `(time, order, task)` and slice ends `(time, order, core)`, min-heaps.
-    releases: BinaryHeap<Reverse<(u64, u64, u32)>>,
-    ends: BinaryHeap<Reverse<(u64, u64, u32)>>,
-    order: u64,
-    /// Ready jobs `(deadline, seq, slot)`, min-heap. No entry is ever stale: nothing leaves
+    /// Later releases `(time, order; task)` and slice ends `(time, order; core)`, min-heaps,
+    /// each with its own push order (only the order within a heap decides anything).
+    releases: BinaryHeap<Entry>,
+    ends: BinaryHeap<Entry>,
+    release_order: u64,
+    end_order: u64,
+    /// Ready jobs `(deadline, seq; slot)`, min-heap. No entry is ever stale: nothing leaves
     /// the queue but by being picked.
-    ready: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    ready: BinaryHeap<Entry>,
     threads: Vec<JobThread>,
     free_slots: Vec<u32>,
     thread_seq: u64,
@@ -163,7 +210,7 @@ struct Gedf<'a, S: TraceSink + ?Sized> {
     vacated_cores: Vec<usize>,
     picks: Vec<(usize, u32)>,
     out: Vec<usize>,
-    taken: Vec<(u64, u64, u32)>,
+    taken: Vec<Entry>,
     stats: SimStats,
     watch: Option<&'a dyn Watch>,
     next_watch: u64,
@@ -208,7 +255,8 @@ pub(crate) fn run<S: TraceSink + ?Sized>(
         next_initial: 0,
         releases: BinaryHeap::with_capacity(scenario.tasks().len()),
         ends: BinaryHeap::new(),
-        order: 0,
+        release_order: 0,
+        end_order: 0,
         ready: BinaryHeap::new(),
         threads: Vec::new(),
         free_slots: Vec::new(),
@@ -254,23 +302,44 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
                 self.next_initial += 1;
                 self.stats.events += 1;
                 self.release(task as usize);
+                if let Some(next) = self.next_release(task as usize) {
+                    self.release_order += 1;
+                    self.releases
+                        .push(Entry::new(next, self.release_order, task));
+                    self.note_queue();
+                }
             }
-            while let Some(&Reverse((ts, _, task))) = self.releases.peek() {
-                if ts != t {
+            // A task's release is replaced in place by its next one (one sift down, not a
+            // pop's and a push's): the same entries as popping it and pushing the next one
+            // after the release, as no other release is pushed in between.
+            while let Some(&e) = self.releases.peek() {
+                if e.high() != t {
                     break;
                 }
-                self.releases.pop();
+                let task = e.id;
+                match self.next_release(task as usize) {
+                    Some(next) => {
+                        self.release_order += 1;
+                        let next = Entry::new(next, self.release_order, task);
+                        // The `PeekMut` sifts the new top down when dropped.
+                        *self.releases.peek_mut().expect("peeked") = next;
+                        self.note_queue();
+                    }
+                    None => {
+                        self.releases.pop();
+                    }
+                }
                 self.stats.events += 1;
                 self.release(task as usize);
             }
-            while let Some(&Reverse((ts, order, core))) = self.ends.peek() {
-                if ts != t {
+            while let Some(&e) = self.ends.peek() {
+                if e.high() != t {
                     break;
                 }
                 self.ends.pop();
                 self.stats.events += 1;
-                if self.cores[core as usize].pending == order {
-                    self.slice_end(core as usize);
+                if self.cores[e.id as usize].pending == e.low() {
+                    self.slice_end(e.id as usize);
                 }
             }
             self.decide();
@@ -312,8 +381,8 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
             .initial
             .get(self.next_initial)
             .map_or(u64::MAX, |e| e.0);
-        let b = self.releases.peek().map_or(u64::MAX, |e| e.0 .0);
-        let c = self.ends.peek().map_or(u64::MAX, |e| e.0 .0);
+        let b = self.releases.peek().map_or(u64::MAX, Entry::high);
+        let c = self.ends.peek().map_or(u64::MAX, Entry::high);
         let t = a.min(b).min(c);
         // `u64::MAX` as a real time would be past every horizon anyway.
         (t != u64::MAX).then_some(t)
@@ -324,8 +393,15 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
         self.stats.peak_queue = self.stats.peak_queue.max(len);
     }
 
+    /// When `task`, released now, is released next: `None` at or past the horizon.
+    fn next_release(&self, task: usize) -> Option<u64> {
+        let next = self.now + self.params[task].1;
+        (next < self.horizon).then_some(next)
+    }
+
+    /// Releases a job of `task` now (its next release is the caller's to queue).
     fn release(&mut self, task: usize) {
-        let (rel_deadline, period, work) = self.params[task];
+        let (rel_deadline, _, work) = self.params[task];
         let now = self.now;
         let job = self.next_job[task];
         self.next_job[task] += 1;
@@ -361,13 +437,7 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
             slot,
             owner: Owner::Task { task, job },
         });
-        self.ready.push(Reverse((deadline, th.seq, slot)));
-        let next = now + period;
-        if next < self.horizon {
-            self.order += 1;
-            self.releases.push(Reverse((next, self.order, task as u32)));
-            self.note_queue();
-        }
+        self.ready.push(Entry::new(deadline, th.seq, slot));
     }
 
     /// Charges the running job of `core` up to now.
@@ -414,7 +484,7 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
         self.vacated_cores.push(core);
         self.set_idle(core);
         let t = &self.threads[slot as usize];
-        self.ready.push(Reverse((t.deadline, t.seq, slot)));
+        self.ready.push(Entry::new(t.deadline, t.seq, slot));
     }
 
     fn finish(&mut self, core: usize, slot: u32) {
@@ -511,17 +581,17 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
         let Some((worst_key, _)) = self.worst.max() else {
             return;
         };
-        let Some(&Reverse((d, s, _))) = self.ready.peek() else {
+        let Some(best) = self.ready.peek() else {
             return;
         };
-        if key(d, s) >= worst_key {
+        if best.key >= worst_key {
             return;
         }
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let mut idle = self.idle_count;
         for _ in 0..self.cores.len() {
-            let Some(Reverse(e)) = self.ready.pop() else {
+            let Some(e) = self.ready.pop() else {
                 break;
             };
             self.taken.push(e);
@@ -530,7 +600,7 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
                 continue;
             }
             match self.worst.max() {
-                Some((k, core)) if k > key(e.0, e.1) => {
+                Some((k, core)) if k > e.key => {
                     // Out of the running (its core is vacated below, which zeroes it too).
                     self.worst.set(core, 0);
                     out.push(core);
@@ -538,7 +608,7 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
                 _ => break,
             }
         }
-        self.ready.extend(self.taken.drain(..).map(Reverse));
+        self.ready.extend(self.taken.drain(..));
         for &core in &out {
             self.charge(core);
             let slot = self.cores[core].running;
@@ -549,11 +619,11 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
 
     /// The idle `core` takes the best ready job.
     fn pick_on(&mut self, core: usize, picks: &mut Vec<(usize, u32)>) {
-        let Some(Reverse((d, s, slot))) = self.ready.pop() else {
+        let Some(Entry { key, id: slot }) = self.ready.pop() else {
             return;
         };
         self.cores[core].running = slot;
-        self.worst.set(core, key(d, s));
+        self.worst.set(core, key);
         self.set_busy(core);
         picks.push((core, slot));
     }
@@ -567,9 +637,9 @@ impl<S: TraceSink + ?Sized> Gedf<'_, S> {
         let c = &mut self.cores[core];
         c.charged_at = now;
         if end > now {
-            self.order += 1;
-            c.pending = self.order;
-            self.ends.push(Reverse((end, self.order, core as u32)));
+            self.end_order += 1;
+            c.pending = self.end_order;
+            self.ends.push(Entry::new(end, self.end_order, core as u32));
             self.note_queue();
         } else {
             c.pending = 0;
