@@ -105,6 +105,9 @@ use std::collections::BTreeSet;
 
 #[path = "eevdf_balance.rs"]
 mod balance;
+use balance::min_interval;
+#[cfg(test)]
+use balance::{busy_rounds, Lb, MAX_PINNED_INTERVAL};
 #[path = "eevdf_pelt.rs"]
 mod pelt;
 use pelt::Avg;
@@ -244,48 +247,6 @@ type PickLog = (u64, Slot, Vec<(Slot, i64)>);
 /// `1 + ilog2(min(cpus, 8))`: the kernel's SCHED_TUNABLESCALING_LOG factor.
 pub fn slice_factor(cores: usize) -> u64 {
     1 + cores.clamp(1, 8).ilog2() as u64
-}
-
-/// The kernel's `busy_factor`: a CPU that has work balances this many times less often.
-const BUSY_FACTOR: u64 = 16;
-
-/// `sd->min_interval` of the one domain (`sd_init`): `sd_weight` ms, the domain's CPU count
-/// (`max_interval` is twice that).
-fn min_interval(cores: usize) -> u64 {
-    cores as u64 * Nanos::from_ms(1).0
-}
-
-/// Rounds between two balances of a busy core whose `sd->balance_interval` is `interval`
-/// (`get_sd_balance_interval` for a busy CPU): `interval x busy_factor`, to jiffies rounded
-/// up (`msecs_to_jiffies`), less one jiffy (5.10 on: "preventing their balancing periods from
-/// being multiples of each other"), clamped to 1 .. `max_load_balance_interval` (HZ x CPUs /
-/// 10 jiffies, 0.1 s per CPU). The round stands for the jiffy. 2 CPUs, 4 ms rounds: 7 rounds
-/// (28 ms) at the 2 ms minimum, 15 (60 ms) at the 4 ms maximum.
-fn busy_rounds(interval: u64, round: u64, cores: usize) -> u64 {
-    let round = round.max(1);
-    let max = (cores as u64 * Nanos::from_ms(100).0 / round).max(1);
-    (BUSY_FACTOR * interval)
-        .div_ceil(round)
-        .saturating_sub(1)
-        .clamp(1, max)
-}
-
-/// `MAX_PINNED_INTERVAL`: a balance that found every candidate pinned elsewhere may double
-/// the interval up to 512 ms (past `max_interval`).
-const MAX_PINNED_INTERVAL: u64 = 512_000_000;
-
-/// How a periodic balance of a core ended (`sched_balance_rq`), which tunes its
-/// `sd->balance_interval` (`Eevdf::tune`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Lb {
-    /// A thread moved.
-    Moved,
-    /// An imbalance was found but nothing could move (too heavy or cache-hot).
-    Failed,
-    /// No imbalance (`out_balanced`).
-    Balanced,
-    /// Every candidate was pinned elsewhere (`out_all_pinned`).
-    AllPinned,
 }
 
 /// `delta * 1024 / weight` (the kernel's `calc_delta_fair`).
@@ -513,28 +474,6 @@ impl Eevdf {
             rq.avg.advance(now, rq.load);
             rq.avg.load += la;
         }
-    }
-
-    /// The end of `sched_balance_rq` for core `k`'s periodic balance: an imbalance (a
-    /// thread moved, or none could) resets `sd->balance_interval` to `min_interval`; a
-    /// balanced domain doubles it up to `max_interval` ("tune up the balancing interval"),
-    /// up to `MAX_PINNED_INTERVAL` when every candidate was pinned elsewhere. So a core that
-    /// keeps finding itself the busiest balances every 60 ms on 2 CPUs instead of 28.
-    fn tune(&mut self, k: usize, lb: Lb) {
-        let min = min_interval(self.rqs.len());
-        let iv = &mut self.interval[k];
-        match lb {
-            Lb::Moved | Lb::Failed => *iv = min,
-            Lb::Balanced if *iv < 2 * min => *iv *= 2,
-            Lb::AllPinned if *iv < MAX_PINNED_INTERVAL || *iv < 2 * min => *iv *= 2,
-            _ => {}
-        }
-    }
-
-    /// `task_hot`: it ran less than `sysctl_sched_migration_cost` ago.
-    fn hot(&self, slot: Slot) -> bool {
-        let left = self.ents[slot as usize].left;
-        left != u64::MAX && self.now < left.saturating_add(MIGRATION_COST)
     }
 
     /// Notices that `core`'s running thread finished or blocked.
@@ -783,81 +722,7 @@ impl Dispatcher for Eevdf {
     }
 
     fn balance(&mut self, ctx: &Ctx) {
-        self.now = ctx.now.0;
-        self.settle_all(ctx);
-        self.rounds += 1;
-        // sched_balance_domains: a core balances when its own interval since its own last
-        // balance has passed; idle ones every round (an idle CPU's interval is
-        // msecs_to_jiffies(sd_weight ms), one jiffy here), busy ones every `busy_rounds` of
-        // their `sd->balance_interval`, which each balance's outcome tunes (`Lb`).
-        let n = self.rqs.len();
-        let mut busy_round = false;
-        for k in 0..n {
-            let idle = self.is_idle(ctx, k);
-            let due = idle
-                || self.rounds >= self.last[k] + busy_rounds(self.interval[k], self.round_ns, n);
-            self.due[k] = due;
-            busy_round |= due && !idle;
-        }
-        if self.waiting == 0 {
-            // Nothing waits anywhere: every core that balances finds the domain balanced
-            // (out_balanced, which also clears nr_balance_failed).
-            for k in 0..n {
-                if self.due[k] {
-                    self.last[k] = self.rounds;
-                    self.failed[k] = 0;
-                    self.tune(k, Lb::Balanced);
-                }
-            }
-            return;
-        }
-        // Busy cores balance by PELT load; idle ones pull any waiting thread (by runnable
-        // weight, as newidle does).
-        self.balancing = true;
-        if busy_round {
-            for (rq, l) in self.rqs.iter_mut().zip(self.loads.iter_mut()) {
-                rq.avg.advance(self.now, rq.load);
-                *l = rq.avg.load;
-            }
-        }
-        // The most loaded queue with a waiting thread changes only when something moves, so
-        // a round costs O(cores) when loads are even (as the cfs model's balance does).
-        let busiest = |me: &Self| {
-            (0..me.rqs.len())
-                .filter(|&c| me.overloaded(c))
-                .max_by_key(|&c| {
-                    let l = if busy_round {
-                        me.loads[c]
-                    } else {
-                        me.rqs[c].load
-                    };
-                    (l, std::cmp::Reverse(c))
-                })
-        };
-        let mut top = busiest(self);
-        for k in 0..n {
-            if !self.due[k] {
-                continue;
-            }
-            self.last[k] = self.rounds;
-            // No other overloaded queue (or k is the busiest itself): out_balanced.
-            let Some(b) = top.filter(|&b| b != k) else {
-                self.failed[k] = 0;
-                self.tune(k, Lb::Balanced);
-                continue;
-            };
-            let before = self.waiting_on(b);
-            let lb = if self.is_idle(ctx, k) {
-                self.idle_pull(ctx, k)
-            } else {
-                self.pull_from(ctx, k, b)
-            };
-            self.tune(k, lb);
-            if self.waiting_on(b) != before {
-                top = busiest(self);
-            }
-        }
-        self.balancing = false;
+        self.balance_round(ctx);
     }
 
     fn reweight(&mut self, ctx: &Ctx, slot: Slot, old: u64) {
