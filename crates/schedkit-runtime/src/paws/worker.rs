@@ -21,6 +21,12 @@ use super::stats::{FiberHow, PoolCountersAtomic, PreemptionStages, StopHow, Work
 use super::{Body, JobMeta, Shared};
 use crate::stack::{self, FiberStack};
 
+mod carriers;
+mod releaser;
+use carriers::{carrier, reserve_carrier, RESERVE, WARM_CAP};
+pub(crate) use releaser::releaser;
+use releaser::{open_counters, read_kernel};
+
 /// Why a fiber switched back to its worker.
 pub(crate) enum Suspend {
     /// Stopped at a preemption point.
@@ -269,94 +275,6 @@ pub(crate) fn run_inline(region: &Region) -> bool {
 /// and a pool of SCHED_OTHER workers preempted while holding it must not hold a real-time
 /// pool's worker that needs a stack.
 static WARM: PriorityInheritingLock<Vec<FiberStack>> = PriorityInheritingLock::new(Vec::new());
-const WARM_CAP: usize = 256;
-
-/// Free fibers each worker makes before the pool starts, on stacks touched end to end, so that
-/// the first preemptions of a pool (which need a fiber for the preempting job while the
-/// preempted one keeps its own) do not pay for mapping and faulting a stack. Beyond these a
-/// worker maps more on demand and keeps them.
-const RESERVE: usize = 8;
-
-/// A stack of the configured size from [`WARM`] (`PooledStack`), else a freshly mapped one
-/// (`NewStack`).
-fn new_stack(sh: &Shared) -> (FiberStack, FiberHow) {
-    // `FiberStack::new` rounds the size up to pages (and to 16 KiB at least): a stack of this
-    // pool's size is one at least `min` and less than a page more.
-    let min = sh.cfg.stack_size.max(16 * 1024);
-    let mut warm = WARM.lock();
-    if let Some(i) = warm
-        .iter()
-        .rposition(|s| (min..min + 4096).contains(&s.size()))
-    {
-        return (warm.swap_remove(i), FiberHow::PooledStack);
-    }
-    drop(warm);
-    let stack = FiberStack::new(sh.cfg.stack_size, 16 * 1024)
-        .expect("schedkit paws: cannot map a fiber stack");
-    (stack, FiberHow::NewStack)
-}
-
-/// Writes every page of the usable part of an unused stack, so that running on it later
-/// faults nothing in.
-fn touch(stack: &FiberStack) {
-    use corosensei::stack::Stack;
-    let lo = stack.guard_range().1;
-    let hi = stack.base().get();
-    for a in (lo..hi).step_by(4096) {
-        // SAFETY: `[guard end, base)` is the stack's readable and writable part, and nothing
-        // runs on this stack yet.
-        unsafe { std::ptr::write_volatile(a as *mut u8, 0) };
-    }
-}
-
-/// A free fiber for `RESERVE`: a warm stack, touched end to end.
-fn reserve_carrier(sh: &Shared) -> Box<Fib> {
-    let (stack, _) = new_stack(sh);
-    touch(&stack);
-    carrier_on(sh, stack)
-}
-
-/// A new fiber, free to carry work (see [`Fib`]), and where its stack came from.
-fn carrier(sh: &Shared) -> (Box<Fib>, FiberHow) {
-    let (stack, how) = new_stack(sh);
-    (carrier_on(sh, stack), how)
-}
-
-fn carrier_on(sh: &Shared, stack: FiberStack) -> Box<Fib> {
-    let (guard, size) = (stack.guard_range(), stack.size());
-    let shp = sh as *const Shared as usize;
-    let co = Co::with_stack(stack, move |y: &Yielder<(), Suspend>, ()| {
-        set_yielder(y);
-        // SAFETY: the pool's Shared outlives every fiber (the pool waits for all jobs).
-        let sh = unsafe { &*(shp as *const Shared) };
-        // Nothing owned lives across the suspensions of this loop (`Suspend::SwitchTo` and
-        // `Idle`), so a free fiber can be reset without running destructors at the end.
-        loop {
-            let Some(mut next) = me().assign.borrow_mut().take() else {
-                return;
-            };
-            loop {
-                run_entry(sh, next);
-                match after_entry(sh) {
-                    Some(n) => next = n,
-                    None => break,
-                }
-            }
-        }
-    });
-    Box::new(Fib {
-        co: Some(co),
-        yielder: Cell::new(std::ptr::null()),
-        entry: RefCell::new(None),
-        assign: RefCell::new(None),
-        last_core: Cell::new(usize::MAX),
-        last: Cell::new(Last::Preempted),
-        inline: Cell::new(None),
-        guard,
-        size,
-    })
-}
-
 fn set_yielder(y: &Yielder<(), Suspend>) {
     // SAFETY: the worker set CUR to this fiber before resuming it.
     unsafe { (*(*current()).fib).yielder.set(y) };
@@ -803,132 +721,5 @@ pub(crate) fn park(sh: &Shared) {
         }
     } else {
         std::thread::park();
-    }
-}
-
-fn open_counters(sh: &Shared) -> Option<CounterSet> {
-    sh.cfg.perf.then(|| {
-        CounterSet::open(
-            &mut PerfSource,
-            Target::Thread(schedkit_linux::gettid()),
-            &[CounterKind::ContextSwitches, CounterKind::CpuMigrations],
-        )
-    })
-}
-
-fn read_kernel(
-    sh: &Shared,
-    what: &str,
-    cpu: Option<usize>,
-    counters: Option<&mut CounterSet>,
-) -> WorkerKernel {
-    let mut k = WorkerKernel {
-        cpu,
-        ..Default::default()
-    };
-    if let Some(rs) = counters.map(|c| c.read()) {
-        for (kind, r) in rs {
-            let v = match r {
-                Reading::Value { value, .. } => Some(value),
-                other => {
-                    sh.warnings
-                        .lock()
-                        .push(format!("{what}: perf {}: {other:?}", kind.name()));
-                    None
-                }
-            };
-            match kind {
-                CounterKind::ContextSwitches => k.context_switches = v,
-                CounterKind::CpuMigrations => k.migrations = v,
-                _ => {}
-            }
-        }
-    }
-    k
-}
-
-/// Releases periodic jobs at their release times until the pool stops releasing; at the stop,
-/// every job due before it is released first.
-pub(crate) fn releaser(sh: Arc<Shared>, ready: Sender<()>) {
-    setup(
-        &sh,
-        "releaser",
-        None,
-        sh.cfg.fifo_priority.map(|p| (p + 1).min(99)),
-    );
-    let mut counters = open_counters(&sh);
-    let _ = sh.releaser.set(std::thread::current());
-    let _ = ready.send(());
-    drop(ready);
-    loop {
-        // The end of the timer stage of this wake-up's releases.
-        let woke = sh.now();
-        let mut st = sh.state.lock();
-        let now = sh.now();
-        let mut next = u64::MAX;
-        let mut due = Vec::new();
-        let cutoff = st.cutoff;
-        for (ti, t) in st.tasks.iter_mut().enumerate() {
-            while t.next <= now && t.next < cutoff {
-                due.push((
-                    ti,
-                    t.index,
-                    t.next,
-                    t.next + t.spec.deadline,
-                    t.spec.clone(),
-                ));
-                t.index += 1;
-                t.next += t.spec.period;
-            }
-            // A release at or after the cutoff never comes: waiting for it would wake the
-            // releaser at the cutoff and then spin (nothing due, next already passed) at a
-            // real-time priority until the pool stops, on a CPU a worker may need.
-            if t.next < cutoff {
-                next = next.min(t.next);
-            }
-        }
-        for (ti, index, release, deadline, spec) in due {
-            let meta = Arc::new(JobMeta {
-                task: ti,
-                index,
-                release,
-                deadline,
-                counters: Default::default(),
-                body: Body::Task(spec),
-            });
-            meta.counters.woke.store(woke, Relaxed);
-            let it = st.sched.item(deadline, Kind::Job, Unit::Job(meta));
-            st.in_flight += 1;
-            let t = &mut st.tasks[ti];
-            if t.busy {
-                t.backlog.push_back(it);
-            } else {
-                t.busy = true;
-                sh.ready(&mut st, it);
-            }
-        }
-        if !st.releasing {
-            drop(st);
-            *sh.releaser_kernel.lock() = read_kernel(&sh, "releaser", None, counters.as_mut());
-            return;
-        }
-        drop(st);
-        // Every sleep is a kernel context switch of this thread: sleep until the next release
-        // (a new task and `stop` unpark it), never in shorter slices. The timer is set
-        // `release_spin` early and the rest is spun, so that the timer's own lateness (tens
-        // of us in a virtual machine) does not delay the release; a late timer spins nothing.
-        if next == u64::MAX {
-            std::thread::park();
-        } else {
-            let spin = sh.cfg.release_spin.as_nanos() as u64;
-            let left = next.saturating_sub(sh.now());
-            if left > spin {
-                std::thread::park_timeout(Duration::from_nanos(left - spin));
-            } else {
-                while sh.now() < next {
-                    std::hint::spin_loop();
-                }
-            }
-        }
     }
 }
