@@ -109,6 +109,15 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
+/// `--system-cores`, as a CPU list.
+fn system_cores(a: &RunArgs) -> Result<Option<CpuSet>, Failure> {
+    a.system_cores
+        .as_deref()
+        .map(CpuSet::parse_list)
+        .transpose()
+        .map_err(|m| bad(format!("--system-cores: {m}")))
+}
+
 fn bad(msg: impl Into<String>) -> Failure {
     Failure {
         status: EXIT_BAD_INPUT,
@@ -143,18 +152,8 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
     }
     let oneshot = one::command_plan(&a, &request)?;
     let (sample, sample_budget) = sampling(&a)?;
-    let horizon = a
-        .horizon
-        .as_deref()
-        .map(Nanos::parse)
-        .transpose()
-        .map_err(|m| bad(format!("--horizon: {m}")))?;
-    let system = a
-        .system_cores
-        .as_deref()
-        .map(CpuSet::parse_list)
-        .transpose()
-        .map_err(|m| bad(format!("--system-cores: {m}")))?;
+    let horizon = one::duration_ns("--horizon", &a.horizon)?.map(Nanos);
+    let system = system_cores(&a)?;
     let scenario = scenario_of(&a, horizon)?;
     // Periodic fork-join tasks (seed 001) have their own real engines.
     if !scenario.tasks().is_empty() && !a.exclusive {

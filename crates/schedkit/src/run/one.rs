@@ -193,12 +193,7 @@ pub(super) fn attach(a: &RunArgs, req: Request) -> Result<(), Failure> {
     let topo = schedkit_linux::topo::Topology::read(&roots)?;
     let allowed = schedkit_linux::honest::allowed_cpus(&topo.online);
     let plan = req.plan(&allowed, &roots)?;
-    let system = a
-        .system_cores
-        .as_deref()
-        .map(CpuSet::parse_list)
-        .transpose()
-        .map_err(|m| bad(format!("--system-cores: {m}")))?;
+    let system = super::system_cores(a)?;
     let duration = duration_ns("--for", &a.one.for_)?.map(std::time::Duration::from_nanos);
     if duration.is_some_and(|d| d.is_zero()) {
         return Err(bad("--for: must be greater than zero"));
