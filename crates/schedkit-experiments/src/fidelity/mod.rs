@@ -32,17 +32,19 @@ use schedkit_core::report::Report;
 use schedkit_core::scenario::{PolicyName, Scenario};
 use schedkit_core::trace::{Event, Reason, TraceLog};
 use schedkit_render::chart::{grid, Axis, BarChart, BarSeries, Chart};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 mod kernel;
+mod recorded;
 pub use kernel::{load_scenarios, parse_models, scenario_files, KernelRunner, MachineState};
+pub use recorded::Recorded;
 
 /// The stated bound on the migrations/s error: the absolute difference, per second.
 pub const MIGRATIONS_BOUND: f64 = 2.0;
 const MIGRATIONS_TARGET: &str = "<= 2 /s";
 
 /// What one run (real or simulated) of one scenario measured.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Measure {
     /// Process names, in file order; `share_pct` and `wait_ms` follow them.
     pub names: Vec<String>,
