@@ -409,3 +409,32 @@ fn a_running_thread_that_may_move_makes_a_balance_failed_not_all_pinned() {
     d.tune(1, lb);
     assert_eq!(d.interval[1], 4_000_000);
 }
+
+#[test]
+fn a_sleeper_joins_its_queue_one_wake_up_path_after_its_timer() {
+    // One core, one thread running 1 ms then sleeping 9 ms. It arrives at 0 (a new thread
+    // takes no wake-up path) and runs 0-1 ms; its timer fires at 10 ms, it is queued and
+    // runs WAKE_PATH_NS (8.7 us) later, at 10.0087 ms, so its next timer is 9 ms after
+    // 11.0087 ms: the k-th run starts at k x (10 ms + 8.7 us). The trace's wake-up is at
+    // the timer, so each wake-up latency is the path.
+    let sc = Scenario::parse(
+        "t.toml",
+        "cores = 1\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"45ms\"\n\
+         [[process]]\nname = \"s\"\npattern = [{ run = \"1ms\" }, { sleep = \"9ms\" }]\n",
+    )
+    .expect("scenario");
+    let (_, log, _) = simulate_report(&sc, true).expect("sim");
+    let log = log.expect("trace kept");
+    let (mut wakes, mut runs) = (Vec::new(), Vec::new());
+    for e in &log.events {
+        match *e {
+            schedkit_core::trace::Event::Wake { t, .. } => wakes.push(t.0),
+            schedkit_core::trace::Event::Dispatch { t, .. } => runs.push(t.0),
+            _ => {}
+        }
+    }
+    let cycle = 10_000_000 + WAKE_PATH_NS;
+    assert_eq!(runs, [0, cycle, 2 * cycle, 3 * cycle, 4 * cycle]);
+    let timers: Vec<u64> = (1..5).map(|k| k * cycle - WAKE_PATH_NS).collect();
+    assert_eq!(wakes, timers);
+}
