@@ -203,6 +203,11 @@ struct RunQueue {
     /// PELT: the sum of the load averages attached here (`cfs_rq->avg.load_avg`), following
     /// `load`.
     avg: Avg,
+    /// PELT utilisation and runnable averages of the queue (`util_avg`, `runnable_avg`):
+    /// 1024 while anything is runnable here, and 1024 per runnable thread; read only where a
+    /// new thread is placed (`find_dst_cpu`).
+    util: Avg,
+    runnable: Avg,
 }
 
 /// The EEVDF dispatcher.
@@ -453,6 +458,7 @@ impl Eevdf {
         e.la.advance(now, 0);
         let rq = &mut self.rqs[core];
         rq.avg.advance(now, rq.load);
+        rq.advance_nr(now);
         rq.load += w;
         rq.nr += 1;
         self.total_load += w;
@@ -466,6 +472,7 @@ impl Eevdf {
         e.la.advance(now, w);
         let rq = &mut self.rqs[core];
         rq.avg.advance(now, rq.load);
+        rq.advance_nr(now);
         rq.load -= w;
         rq.nr -= 1;
         self.total_load -= w;
@@ -633,6 +640,7 @@ impl Dispatcher for Eevdf {
         self.ents[slot as usize].pending = 0;
         let core = self.select_core(ctx, slot, !new);
         if new {
+            self.post_init_util(core, weight);
             // init_entity_runnable_average: a new task counts its full weight at once.
             self.ents[slot as usize].la = Avg::new(weight, self.now);
             let rq = &mut self.rqs[core];

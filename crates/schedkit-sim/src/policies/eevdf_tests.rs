@@ -438,3 +438,39 @@ fn a_sleeper_joins_its_queue_one_wake_up_path_after_its_timer() {
     let timers: Vec<u64> = (1..5).map(|k| k * cycle - WAKE_PATH_NS).collect();
     assert_eq!(wakes, timers);
 }
+
+#[test]
+fn new_threads_go_to_the_idlest_group_by_class_then_idle_cpus_and_utilisation() {
+    // sched_balance_find_dst_cpu on two cores. A hog arrives at 0: both cores idle, utils 0,
+    // the first wins: core 0, which starts at half the capacity (post_init: util 512).
+    // At 100 ms (97 whole PELT periods) core 0's utilisation is 1024 - 512 y^97 = 962:
+    // 962 x 117 > 1024 x 100, no spare capacity, fully busy. Four new threads then:
+    //   T1: core 1 is idle (spare, one idle CPU): core 1, util 512 (half of 1024 - 0).
+    //   T2: core 1 runs one thread but 512 x 117 < 102400: spare capacity, beats fully
+    //       busy core 0: core 1, util + min(512 x 1024 / 1025, (1024 - 512) / 2) = 768.
+    //   T3: core 1, two runnable, 768 x 117 = 89856 < 102400: still spare: core 1, 896.
+    //   T4: core 1, three runnable and 896 x 117 = 104832 > 102400: overloaded; core 0
+    //       (fully busy) is the idlest: core 0.
+    // (The rule it replaces, fewest runnable threads first, put two and two.)
+    let sc = Scenario::parse(
+        "t.toml",
+        "cores = 2\n[policy]\nname = \"eevdf\"\n[[process]]\nname = \"p\"\nthreads = 5\n",
+    )
+    .expect("scenario");
+    let mut threads: Vec<SimThread> = (0..5).map(|i| thread(i, 1024)).collect();
+    let mut d = Eevdf::new(sc.policy(), 2);
+    let mut running = vec![None, None];
+    d.enqueue(&ctx_at(0, &threads, &running, &sc), 0, Enqueue::New);
+    assert_eq!(d.pick_next(&ctx_at(0, &threads, &running, &sc), 0), Some(0));
+    threads[0].state = ThreadState::Running(0);
+    running[0] = Some(0);
+    assert_eq!(d.rqs[0].util.load, 512);
+    let t = 100_000_000;
+    for s in 1..5 {
+        d.enqueue(&ctx_at(t, &threads, &running, &sc), s, Enqueue::New);
+    }
+    assert_eq!(d.rqs[0].util.at_time(t, 1024), 962);
+    let cores: Vec<usize> = (1..5).map(|s| d.ents[s].core).collect();
+    assert_eq!(cores, [1, 1, 1, 0]);
+    assert_eq!(d.rqs[1].util.load, 896);
+}
