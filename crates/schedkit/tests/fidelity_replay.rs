@@ -61,7 +61,10 @@ fn recorded_repeats_are_compared_with_a_new_simulation() {
         .find(|r| r["scenario"] == "nice-one-cpu" && r["metric"] == "waiting")
         .unwrap();
     let mean = (2005.387895 + 2002.571819) / 2.0;
-    assert!((wait["real"].as_f64().unwrap() - mean).abs() < 1e-6, "{wait}");
+    assert!(
+        (wait["real"].as_f64().unwrap() - mean).abs() < 1e-6,
+        "{wait}"
+    );
     // The sleeper scenario has wake-up rows (recorded p99 against the model's).
     assert!(rows
         .iter()
