@@ -38,8 +38,10 @@
 //!   leaves, its positive lag cut to 0) or wakes (then it stays where it is: a positive lag it
 //!   gained meanwhile is dropped and it is placed afresh at V).
 //! - **Per-core queues and balancing** (`select_task_rq_fair`, `sched_balance_rq`, newidle):
-//!   a new thread goes to the core with the fewest runnable threads (then the least load, the
-//!   lower index); a waking one to its previous core if that is idle, else to the first idle
+//!   a new thread goes to the idlest core by `sched_balance_find_dst_cpu` (the fork path:
+//!   spare capacity before fully busy before overloaded, by PELT utilisation and runnable
+//!   averages; then more idle CPUs and less utilisation, or less load; `find_dst_cpu`); a
+//!   waking one to its previous core if that is idle, else to the first idle
 //!   core it may use, else back to its previous core (`select_idle_sibling` on one LLC). A
 //!   core that runs out of work pulls a waiting thread at once (newidle balance); idle cores
 //!   balance every `balance_interval`; busy ones each on its own schedule

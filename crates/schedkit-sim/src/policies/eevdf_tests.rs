@@ -245,8 +245,9 @@ fn busy_cores_balance_busy_factor_times_less_often() {
 
 #[test]
 fn five_against_four_nice_0_threads_shuttle() {
-    // Nine nice-0 threads on two cores: new threads alternate (fewest runnable first), so
-    // core 0 holds 5 and core 1 holds 4; every thread's PELT load stays at its weight 1024
+    // Nine nice-0 threads on two cores, all new at 0 (find_dst_cpu: core 0, the idle core 1,
+    // then the lower utilisation while both have spare capacity, then the lower load once
+    // both are overloaded: they alternate), so core 0 holds 5 and core 1 holds 4; every thread's PELT load stays at its weight 1024
     // (runnable from the start, new tasks start full). Both cores are overloaded, so the
     // imbalance_pct gate applies: 100 x 5120 > 117 x 4096 (sd_init's value for one LLC; the
     // 2.6.24 value 125 would call it balanced, 512000 = 125 x 4096). Avg 4608, imbalance
