@@ -142,3 +142,44 @@ impl RealRunner for Recorded {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sc(file: &str) -> Scenario {
+        Scenario::parse(file, "cores = 1\n[[process]]\nname = \"p\"\n").expect("scenario")
+    }
+
+    fn rep() -> String {
+        r#"{"names":["p"],"share_pct":[100.0],"job_pct":99.0,"wait_ms":[0.0],"wait_all_ms":0.0,
+            "response_ms":null,"wake_p50_us":null,"wake_p99_us":null,"wakeups":0,
+            "switches_per_s":1.0,"migrations_per_s":0.0}"#
+            .to_string()
+    }
+
+    #[test]
+    fn repeats_are_handed_out_in_order_and_must_be_as_many_for_every_scenario() {
+        let scs = [sc("a.toml"), sc("b.toml")];
+        let two = format!(r#"{{"real":[["a",[{r},{r}]],["b",[{r},{r}]]]}}"#, r = rep());
+        let mut rec = Recorded::parse("f.json", &two, &scs).expect("matches");
+        assert_eq!(rec.repeats(), 2);
+        assert!(rec.run(&scs[0]).is_ok() && rec.run(&scs[0]).is_ok());
+        // A third run of the same scenario has nothing to replay.
+        let err = rec.run(&scs[0]).unwrap_err().to_string();
+        assert!(err.contains("f.json") && err.contains("repeat 3"), "{err}");
+        let uneven = format!(r#"{{"real":[["a",[{r},{r}]],["b",[{r}]]]}}"#, r = rep());
+        let err = Recorded::parse("f.json", &uneven, &scs).unwrap_err();
+        assert!(err.is_bad_input());
+        let err = err.to_string();
+        assert!(
+            err.contains("field `real[1]`") && err.contains("1 repeats"),
+            "{err}"
+        );
+        let twice = format!(r#"{{"real":[["a",[{r}]],["a",[{r}]]]}}"#, r = rep());
+        let err = Recorded::parse("f.json", &twice, &scs)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("scenario a twice"), "{err}");
+    }
+}
