@@ -457,6 +457,7 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
                 }
             }
             Kind::Wake { slot } => self.wake(slot),
+            Kind::WakePath { slot } => self.wake_path_done(slot),
             Kind::Control => self.control(),
             Kind::Balance => {
                 pcall!(self, balance());

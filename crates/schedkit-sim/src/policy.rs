@@ -213,6 +213,15 @@ pub trait Dispatcher {
         None
     }
 
+    /// How long after a sleeping thread's timer fires it joins a run queue (a model of the
+    /// kernel's wake-up path: timer interrupt, `try_to_wake_up`, the switch to it). The engine
+    /// records the wake-up (`Event::Wake`) at the timer and calls `enqueue` Woken this much
+    /// later; the thread stays blocked meanwhile. Asked at each `pattern` wake-up. Default:
+    /// zero, at once.
+    fn wake_latency(&self) -> Nanos {
+        Nanos::ZERO
+    }
+
     /// Period of [`Dispatcher::balance`] (per-core run queues only). Asked when the engine is
     /// built and after each balance. Default: never.
     fn balance_interval(&self) -> Option<Nanos> {

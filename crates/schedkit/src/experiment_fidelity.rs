@@ -20,6 +20,10 @@ pub struct FidelityArgs {
     /// Simulator models to compare, comma-separated.
     #[arg(long, default_value = "eevdf,cfs", value_delimiter = ',')]
     models: Vec<String>,
+    /// Re-use the real repeats recorded in an earlier run's fidelity.json (no real runs, no
+    /// root): simulate again and compare with them.
+    #[arg(long, value_name = "FILE")]
+    real_from: Option<PathBuf>,
 }
 
 pub fn run(a: FidelityArgs) -> Result<(), Failure> {
@@ -36,6 +40,27 @@ pub fn run(a: FidelityArgs) -> Result<(), Failure> {
     let files = fidelity::scenario_files(&a.files, Path::new("examples/fidelity"))?;
     let models = fidelity::parse_models(&a.models)?;
     let scenarios = fidelity::load_scenarios(&files)?;
+    if let Some(path) = &a.real_from {
+        a.flags.refuse(
+            Flag::Repeat,
+            "fidelity",
+            "with --real-from replays the recorded repeats",
+        )?;
+        let mut rec = fidelity::Recorded::load(path, &scenarios)?;
+        eprintln!(
+            "fidelity: {} scenarios x {} real runs recorded in {}",
+            scenarios.len(),
+            rec.repeats(),
+            path.display()
+        );
+        let opts = FidelityOptions {
+            scenarios,
+            repeats: rec.repeats(),
+            models: models.clone(),
+        };
+        let result = fidelity::run(&opts, &mut rec, &Bar::experiment())?;
+        return print_result(&a, &result, &models);
+    }
     let before = fidelity::MachineState::read();
     eprintln!(
         "fidelity: {} scenarios x {} real runs; kernel {}; load before: {}; autogroup: {}",
@@ -55,11 +80,19 @@ pub fn run(a: FidelityArgs) -> Result<(), Failure> {
         "fidelity: load after: {}",
         fidelity::MachineState::read().load
     );
-    let json = serde_json::to_string_pretty(&result).map_err(|e| anyhow::anyhow!("json: {e}"))?;
+    print_result(&a, &result, &models)
+}
+
+fn print_result(
+    a: &FidelityArgs,
+    result: &fidelity::FidelityResult,
+    models: &[schedkit_core::scenario::PolicyName],
+) -> Result<(), Failure> {
+    let json = serde_json::to_string_pretty(result).map_err(|e| anyhow::anyhow!("json: {e}"))?;
     let jp = a.flags.write("fidelity.json", &json)?;
     let sp = a.flags.write(
         "fidelity.svg",
-        &fidelity::render_chart(&result.rows, &models),
+        &fidelity::render_chart(&result.rows, models),
     )?;
     if a.flags.json {
         println!("{json}");

@@ -32,17 +32,19 @@ use schedkit_core::report::Report;
 use schedkit_core::scenario::{PolicyName, Scenario};
 use schedkit_core::trace::{Event, Reason, TraceLog};
 use schedkit_render::chart::{grid, Axis, BarChart, BarSeries, Chart};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 mod kernel;
+mod recorded;
 pub use kernel::{load_scenarios, parse_models, scenario_files, KernelRunner, MachineState};
+pub use recorded::Recorded;
 
 /// The stated bound on the migrations/s error: the absolute difference, per second.
 pub const MIGRATIONS_BOUND: f64 = 2.0;
 const MIGRATIONS_TARGET: &str = "<= 2 /s";
 
 /// What one run (real or simulated) of one scenario measured.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Measure {
     /// Process names, in file order; `share_pct` and `wait_ms` follow them.
     pub names: Vec<String>,
@@ -549,14 +551,22 @@ mod tests {
         let sc = Scenario::parse("t.toml", text).unwrap();
         let (r, log, _) = schedkit_sim::simulate_report(&sc, true).unwrap();
         let m = sim_measure(&sc, &r, &log.unwrap());
-        // Shares of the job add to 100 %, the sleeper's 10 %; the job used the whole core.
+        // Shares of the job add to 100 %, the sleeper's 9-10 % (its tenth phase may end past
+        // the horizon: eevdf's wake-up path and waits behind the hog's protected slice push
+        // each phase later); the job used the whole core.
         assert!((m.share_pct[0] + m.share_pct[1] - 100.0).abs() < 1e-9);
-        assert!((m.share_pct[1] - 10.0).abs() < 0.5, "{:?}", m.share_pct);
+        assert!(
+            (8.99..=10.01).contains(&m.share_pct[1]),
+            "{:?}",
+            m.share_pct
+        );
         assert!((m.job_pct - 100.0).abs() < 1e-9, "{}", m.job_pct);
         // The hog waits exactly while the sleeper runs: CPU time of the sleeper.
         let sleeper_cpu = r.processes[1].cpu_ns as f64 / 1e6;
         assert!((m.wait_ms[0] - sleeper_cpu).abs() < 1e-9, "{m:?}");
-        assert_eq!(m.wakeups, 9);
+        // Nine timers at most; the later phases may put the last wake-up or its dispatch past
+        // the horizon (see the share above).
+        assert!((8..=9).contains(&m.wakeups), "{m:?}");
         assert!(m.wake_p99_us.unwrap() <= 4_000.0, "{m:?}");
     }
 

@@ -64,10 +64,29 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
         self.enter_phase(slot, i + 1, Some(()));
     }
 
-    /// A patterned thread's sleep is over.
+    /// A patterned thread's sleep is over: it is woken at once, or after the dispatcher's
+    /// wake-up path (`wake_latency`), still blocked until then.
     pub(super) fn wake(&mut self, slot: Slot) {
-        if self.threads[slot as usize].state == ThreadState::Blocked {
+        if self.threads[slot as usize].state != ThreadState::Blocked {
+            return;
+        }
+        let path = self.policy.wake_latency();
+        if path == Nanos::ZERO {
             self.make_ready(slot);
+            return;
+        }
+        self.emit(Event::Wake { t: self.now, slot });
+        let at = self.now + path;
+        if at <= self.horizon {
+            self.push(at, Kind::WakePath { slot });
+        }
+    }
+
+    /// The wake-up path of `slot` is over: it joins a run queue.
+    pub(super) fn wake_path_done(&mut self, slot: Slot) {
+        if self.threads[slot as usize].state == ThreadState::Blocked {
+            self.threads[slot as usize].state = ThreadState::Ready;
+            pcall!(self, enqueue(slot, Enqueue::Woken));
         }
     }
 

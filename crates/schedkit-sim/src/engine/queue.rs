@@ -17,6 +17,11 @@ pub(super) enum Kind {
     Wake {
         slot: Slot,
     },
+    /// A woken thread's wake-up path is over ([`crate::Dispatcher::wake_latency`]): it joins
+    /// a run queue.
+    WakePath {
+        slot: Slot,
+    },
     Control,
     /// A core finished its context-switch overhead and starts running its thread.
     SwitchDone {
@@ -33,7 +38,10 @@ pub(super) enum Kind {
 impl Kind {
     pub(super) fn class(&self) -> u8 {
         match self {
-            Kind::Release { .. } | Kind::Arrive { .. } | Kind::Wake { .. } => 0,
+            Kind::Release { .. }
+            | Kind::Arrive { .. }
+            | Kind::Wake { .. }
+            | Kind::WakePath { .. } => 0,
             Kind::Control => 1,
             Kind::SwitchDone { .. } | Kind::SliceEnd { .. } => 2,
             Kind::Balance => 3,

@@ -31,13 +31,17 @@
 //!   queue, the running one is preempted if `pick_eevdf` (with protection) now returns the
 //!   newcomer, i.e. the running thread is no longer eligible or no longer protected and the
 //!   newcomer has the earliest eligible deadline.
+//! - **The wake-up path** (`WAKE_PATH_NS`): a sleeper joins its queue 8.7 us after its timer
+//!   (measured here), so its wake-up latency includes it and its cycle drifts against the tick.
 //! - **DELAY_DEQUEUE and DELAY_ZERO** (6.12 and later): a thread that blocks while not eligible
 //!   stays in the queue ("delayed"), still counted in V, until it would be picked (then it
 //!   leaves, its positive lag cut to 0) or wakes (then it stays where it is: a positive lag it
 //!   gained meanwhile is dropped and it is placed afresh at V).
 //! - **Per-core queues and balancing** (`select_task_rq_fair`, `sched_balance_rq`, newidle):
-//!   a new thread goes to the core with the fewest runnable threads (then the least load, the
-//!   lower index); a waking one to its previous core if that is idle, else to the first idle
+//!   a new thread goes to the idlest core by `sched_balance_find_dst_cpu` (the fork path:
+//!   spare capacity before fully busy before overloaded, by PELT utilisation and runnable
+//!   averages; then more idle CPUs and less utilisation, or less load; `find_dst_cpu`); a
+//!   waking one to its previous core if that is idle, else to the first idle
 //!   core it may use, else back to its previous core (`select_idle_sibling` on one LLC). A
 //!   core that runs out of work pulls a waiting thread at once (newidle balance); idle cores
 //!   balance every `balance_interval`; busy ones each on its own schedule
@@ -122,6 +126,16 @@ const MIGRATION_COST: u64 = 500_000;
 /// failed in a row, cache-hot threads may move too (`can_migrate_task`).
 const CACHE_NICE_TRIES: u32 = 1;
 
+/// The wake-up path (`Dispatcher::wake_latency`), from a sleeper's timer to its enqueue:
+/// hrtimer interrupt, `try_to_wake_up` (`select_task_rq_fair`, `enqueue_task_fair`), and the
+/// reschedule and switch to it. 8.7 us: the mean over five repeats of the median wake-up
+/// latency of `examples/fidelity/affinity-sleeper` measured on this machine (8.3-8.9 us,
+/// docs/results/fidelity-quiet/after/), where the woken thread always preempts a pinned hog
+/// at once, so its median is the path alone. Besides the latency itself it lets a periodic
+/// sleeper's cycle drift against the tick, as real ones do, where exact cycles lock onto
+/// fixed phases of it.
+const WAKE_PATH_NS: u64 = 8_700;
+
 /// `sd->imbalance_pct` of a one-LLC domain (`sd_init`), used when the scenario keeps the
 /// spec's default 125 (seed 004's 2.6.24 value, which the `cfs` model reads).
 const IMBALANCE_PCT_LLC: u32 = 117;
@@ -191,6 +205,11 @@ struct RunQueue {
     /// PELT: the sum of the load averages attached here (`cfs_rq->avg.load_avg`), following
     /// `load`.
     avg: Avg,
+    /// PELT utilisation and runnable averages of the queue (`util_avg`, `runnable_avg`):
+    /// 1024 while anything is runnable here, and 1024 per runnable thread; read only where a
+    /// new thread is placed (`find_dst_cpu`).
+    util: Avg,
+    runnable: Avg,
 }
 
 /// The EEVDF dispatcher.
@@ -433,49 +452,6 @@ impl Eevdf {
         e.at = At::Off;
     }
 
-    /// `slot` becomes runnable on `core` (where its load average is attached).
-    fn add_load(&mut self, core: usize, slot: Slot) {
-        let now = self.now;
-        let e = &mut self.ents[slot as usize];
-        let w = e.weight;
-        e.la.advance(now, 0);
-        let rq = &mut self.rqs[core];
-        rq.avg.advance(now, rq.load);
-        rq.load += w;
-        rq.nr += 1;
-        self.total_load += w;
-    }
-
-    /// `slot` stops being runnable on `core` (its load average stays attached).
-    fn sub_load(&mut self, core: usize, slot: Slot) {
-        let now = self.now;
-        let e = &mut self.ents[slot as usize];
-        let w = e.weight;
-        e.la.advance(now, w);
-        let rq = &mut self.rqs[core];
-        rq.avg.advance(now, rq.load);
-        rq.load -= w;
-        rq.nr -= 1;
-        self.total_load -= w;
-    }
-
-    /// Moves `slot`'s load average from `from`'s sum to `to`'s (`migrate_task_rq_fair`:
-    /// `remove_entity_load_avg`, then `attach_entity_load_avg`); `to = None` detaches it
-    /// for good (the thread exited). Called after `sub_load` or while it sleeps, so its
-    /// average is up to date.
-    fn move_load(&mut self, slot: Slot, from: usize, to: Option<usize>) {
-        let now = self.now;
-        let la = self.ents[slot as usize].la.load;
-        let rq = &mut self.rqs[from];
-        rq.avg.advance(now, rq.load);
-        rq.avg.load = rq.avg.load.saturating_sub(la);
-        if let Some(to) = to {
-            let rq = &mut self.rqs[to];
-            rq.avg.advance(now, rq.load);
-            rq.avg.load += la;
-        }
-    }
-
     /// Notices that `core`'s running thread finished or blocked.
     fn settle(&mut self, ctx: &Ctx, core: usize) {
         let Some(s) = self.rqs[core].curr else { return };
@@ -621,6 +597,7 @@ impl Dispatcher for Eevdf {
         self.ents[slot as usize].pending = 0;
         let core = self.select_core(ctx, slot, !new);
         if new {
+            self.post_init_util(core, weight);
             // init_entity_runnable_average: a new task counts its full weight at once.
             self.ents[slot as usize].la = Avg::new(weight, self.now);
             let rq = &mut self.rqs[core];
@@ -715,6 +692,10 @@ impl Dispatcher for Eevdf {
     /// kernel's idle CPU likewise waits for the busy one's tick to kick its idle balance.
     fn work_conserving(&self) -> bool {
         false
+    }
+
+    fn wake_latency(&self) -> Nanos {
+        Nanos(WAKE_PATH_NS)
     }
 
     fn balance_interval(&self) -> Option<Nanos> {

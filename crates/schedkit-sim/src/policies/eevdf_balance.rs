@@ -166,10 +166,63 @@ impl Eevdf {
                 return p;
             }
         }
-        (0..n)
+        self.find_dst_cpu(ctx, slot)
+    }
+
+    /// `sched_balance_find_dst_cpu` for a new thread (`select_task_rq_fair` with
+    /// `SD_BALANCE_FORK`): `sched_balance_find_dst_group` over the domain's one-CPU groups,
+    /// each classed by `group_classify` from `update_sg_wakeup_stats` (capacity 1024):
+    /// overloaded when more than one thread is runnable and `util x imbalance_pct` exceeds
+    /// the capacity (or `runnable x 100` exceeds `capacity x imbalance_pct`), fully busy when
+    /// it has no spare capacity left by the same tests, else with spare capacity. The
+    /// idlest group is the lowest class (`update_pick_idlest`); among groups with spare
+    /// capacity the one with more idle CPUs, then the lower utilisation; among busy ones
+    /// the lower load average; the first on a tie. The forking thread (schedkit's spawner
+    /// in a real run) is no scenario thread, so no group is the local one, and the idlest
+    /// wins as when the kernel skips the local group. So on two CPUs a new thread goes to
+    /// an idle one first, then beside a new thread whose initial utilisation
+    /// (`post_init_entity_util_avg`: half the spare capacity) still leaves room, before a
+    /// core that a long-running thread fills.
+    pub(super) fn find_dst_cpu(&self, ctx: &Ctx, slot: Slot) -> usize {
+        const CAP: u64 = 1024;
+        let t = ctx.thread(slot);
+        let pct = self.imbalance_pct as u64;
+        let now = self.now;
+        (0..self.rqs.len())
             .filter(|&c| t.allowed_on(c))
-            .min_by_key(|&c| (self.rqs[c].nr, self.rqs[c].load, c))
+            .min_by_key(|&c| {
+                let rq = &self.rqs[c];
+                let nr = rq.nr as u64;
+                let util = rq.util.at_time(now, if nr > 0 { CAP } else { 0 });
+                let runnable = rq.runnable.at_time(now, nr * CAP);
+                let busy_runnable = CAP * pct < runnable * 100;
+                if nr > 1 && (util * pct > CAP * 100 || busy_runnable) {
+                    (2, rq.avg.at_time(now, rq.load), 0)
+                } else if nr >= 1 && (busy_runnable || CAP * 100 <= util * pct) {
+                    (1, rq.avg.at_time(now, rq.load), 0)
+                } else {
+                    (0, u64::from(!self.is_idle(ctx, c)), util)
+                }
+            })
             .unwrap_or(0)
+    }
+
+    /// `post_init_entity_util_avg`: a new thread starts with the queue's utilisation per
+    /// unit of load times its weight, at most half the capacity the queue has left (all of
+    /// that half on an idle queue), and as much runnable average; it joins the queue's sums.
+    pub(super) fn post_init_util(&mut self, core: usize, weight: u64) {
+        let now = self.now;
+        let rq = &mut self.rqs[core];
+        rq.advance_nr(now);
+        rq.avg.advance(now, rq.load);
+        let cap = 1024u64.saturating_sub(rq.util.load) / 2;
+        let u = if rq.util.load != 0 {
+            (rq.util.load * weight / (rq.avg.load + 1)).min(cap)
+        } else {
+            cap
+        };
+        rq.util.load += u;
+        rq.runnable.load += u;
     }
 
     /// `update_curr` before a thread joins `core`'s queue (`enqueue_entity` calls it before
@@ -375,5 +428,14 @@ impl Eevdf {
         } else {
             Lb::Failed
         }
+    }
+}
+
+impl RunQueue {
+    /// Brings the utilisation and runnable averages up to `now` before `nr` changes.
+    pub(super) fn advance_nr(&mut self, now: u64) {
+        let nr = self.nr as u64;
+        self.util.advance(now, if nr > 0 { 1024 } else { 0 });
+        self.runnable.advance(now, nr * 1024);
     }
 }

@@ -11,6 +11,8 @@
 //! full weight, not `weight * (LOAD_AVG_MAX - 1024) / LOAD_AVG_MAX`; a new task starts at its
 //! weight, as `init_entity_runnable_average` does.
 
+use schedkit_core::trace::Slot;
+
 /// One PELT period: 1024 us.
 pub const PERIOD: u64 = 1_024_000;
 
@@ -65,6 +67,54 @@ impl Avg {
     pub fn at_time(mut self, now: u64, target: u64) -> u64 {
         self.advance(now, target);
         self.load
+    }
+}
+
+/// The queues' PELT bookkeeping as threads become runnable, stop, and move.
+impl super::Eevdf {
+    /// `slot` becomes runnable on `core` (where its load average is attached).
+    pub(super) fn add_load(&mut self, core: usize, slot: Slot) {
+        let now = self.now;
+        let e = &mut self.ents[slot as usize];
+        let w = e.weight;
+        e.la.advance(now, 0);
+        let rq = &mut self.rqs[core];
+        rq.avg.advance(now, rq.load);
+        rq.advance_nr(now);
+        rq.load += w;
+        rq.nr += 1;
+        self.total_load += w;
+    }
+
+    /// `slot` stops being runnable on `core` (its load average stays attached).
+    pub(super) fn sub_load(&mut self, core: usize, slot: Slot) {
+        let now = self.now;
+        let e = &mut self.ents[slot as usize];
+        let w = e.weight;
+        e.la.advance(now, w);
+        let rq = &mut self.rqs[core];
+        rq.avg.advance(now, rq.load);
+        rq.advance_nr(now);
+        rq.load -= w;
+        rq.nr -= 1;
+        self.total_load -= w;
+    }
+
+    /// Moves `slot`'s load average from `from`'s sum to `to`'s (`migrate_task_rq_fair`:
+    /// `remove_entity_load_avg`, then `attach_entity_load_avg`); `to = None` detaches it
+    /// for good (the thread exited). Called after `sub_load` or while it sleeps, so its
+    /// average is up to date.
+    pub(super) fn move_load(&mut self, slot: Slot, from: usize, to: Option<usize>) {
+        let now = self.now;
+        let la = self.ents[slot as usize].la.load;
+        let rq = &mut self.rqs[from];
+        rq.avg.advance(now, rq.load);
+        rq.avg.load = rq.avg.load.saturating_sub(la);
+        if let Some(to) = to {
+            let rq = &mut self.rqs[to];
+            rq.avg.advance(now, rq.load);
+            rq.avg.load += la;
+        }
     }
 }
 

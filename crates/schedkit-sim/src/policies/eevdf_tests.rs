@@ -245,8 +245,9 @@ fn busy_cores_balance_busy_factor_times_less_often() {
 
 #[test]
 fn five_against_four_nice_0_threads_shuttle() {
-    // Nine nice-0 threads on two cores: new threads alternate (fewest runnable first), so
-    // core 0 holds 5 and core 1 holds 4; every thread's PELT load stays at its weight 1024
+    // Nine nice-0 threads on two cores, all new at 0 (find_dst_cpu: core 0, the idle core 1,
+    // then the lower utilisation while both have spare capacity, then the lower load once
+    // both are overloaded: they alternate), so core 0 holds 5 and core 1 holds 4; every thread's PELT load stays at its weight 1024
     // (runnable from the start, new tasks start full). Both cores are overloaded, so the
     // imbalance_pct gate applies: 100 x 5120 > 117 x 4096 (sd_init's value for one LLC; the
     // 2.6.24 value 125 would call it balanced, 512000 = 125 x 4096). Avg 4608, imbalance
@@ -408,4 +409,70 @@ fn a_running_thread_that_may_move_makes_a_balance_failed_not_all_pinned() {
     assert_eq!((lb, d.failed[1]), (Lb::AllPinned, 0));
     d.tune(1, lb);
     assert_eq!(d.interval[1], 4_000_000);
+}
+
+#[test]
+fn a_sleeper_joins_its_queue_one_wake_up_path_after_its_timer() {
+    // One core, one thread running 1 ms then sleeping 9 ms. It arrives at 0 (a new thread
+    // takes no wake-up path) and runs 0-1 ms; its timer fires at 10 ms, it is queued and
+    // runs WAKE_PATH_NS (8.7 us) later, at 10.0087 ms, so its next timer is 9 ms after
+    // 11.0087 ms: the k-th run starts at k x (10 ms + 8.7 us). The trace's wake-up is at
+    // the timer, so each wake-up latency is the path.
+    let sc = Scenario::parse(
+        "t.toml",
+        "cores = 1\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"45ms\"\n\
+         [[process]]\nname = \"s\"\npattern = [{ run = \"1ms\" }, { sleep = \"9ms\" }]\n",
+    )
+    .expect("scenario");
+    let (_, log, _) = simulate_report(&sc, true).expect("sim");
+    let log = log.expect("trace kept");
+    let (mut wakes, mut runs) = (Vec::new(), Vec::new());
+    for e in &log.events {
+        match *e {
+            schedkit_core::trace::Event::Wake { t, .. } => wakes.push(t.0),
+            schedkit_core::trace::Event::Dispatch { t, .. } => runs.push(t.0),
+            _ => {}
+        }
+    }
+    let cycle = 10_000_000 + WAKE_PATH_NS;
+    assert_eq!(runs, [0, cycle, 2 * cycle, 3 * cycle, 4 * cycle]);
+    let timers: Vec<u64> = (1..5).map(|k| k * cycle - WAKE_PATH_NS).collect();
+    assert_eq!(wakes, timers);
+}
+
+#[test]
+fn new_threads_go_to_the_idlest_group_by_class_then_idle_cpus_and_utilisation() {
+    // sched_balance_find_dst_cpu on two cores. A hog arrives at 0: both cores idle, utils 0,
+    // the first wins: core 0, which starts at half the capacity (post_init: util 512).
+    // At 100 ms (97 whole PELT periods) core 0's utilisation is 1024 - 512 y^97 = 962:
+    // 962 x 117 > 1024 x 100, no spare capacity, fully busy. Four new threads then:
+    //   T1: core 1 is idle (spare, one idle CPU): core 1, util 512 (half of 1024 - 0).
+    //   T2: core 1 runs one thread but 512 x 117 < 102400: spare capacity, beats fully
+    //       busy core 0: core 1, util + min(512 x 1024 / 1025, (1024 - 512) / 2) = 768.
+    //   T3: core 1, two runnable, 768 x 117 = 89856 < 102400: still spare: core 1, 896.
+    //   T4: core 1, three runnable and 896 x 117 = 104832 > 102400: overloaded; core 0
+    //       (fully busy) is the idlest: core 0.
+    // (The rule it replaces, fewest runnable threads first, put two and two.)
+    let sc = Scenario::parse(
+        "t.toml",
+        "cores = 2\n[policy]\nname = \"eevdf\"\n[[process]]\nname = \"p\"\nthreads = 5\n",
+    )
+    .expect("scenario");
+    let mut threads: Vec<SimThread> = (0..5).map(|i| thread(i, 1024)).collect();
+    let mut d = Eevdf::new(sc.policy(), 2);
+    let mut running = vec![None, None];
+    d.enqueue(&ctx_at(0, &threads, &running, &sc), 0, Enqueue::New);
+    assert_eq!(d.pick_next(&ctx_at(0, &threads, &running, &sc), 0), Some(0));
+    threads[0].state = ThreadState::Running(0);
+    running[0] = Some(0);
+    assert_eq!(d.rqs[0].util.load, 512);
+    let t = 100_000_000;
+    for s in 1..5 {
+        d.enqueue(&ctx_at(t, &threads, &running, &sc), s, Enqueue::New);
+    }
+    let cores: Vec<usize> = (1..5).map(|s| d.ents[s].core).collect();
+    assert_eq!(cores, [1, 1, 1, 0]);
+    assert_eq!(d.rqs[1].util.load, 896);
+    // Core 0: 962, plus T4's initial utilisation, half of the 62 left: 993.
+    assert_eq!(d.rqs[0].util.load, 993);
 }
