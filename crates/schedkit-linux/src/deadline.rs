@@ -27,10 +27,15 @@
 //! (`CLOCK_THREAD_CPUTIME_ID`) has grown by the region's time: exact in CPU time whatever the
 //! clock frequency or preemptions, which a calibrated iteration count is not.
 //!
-//! Measured per job: release, start (the master's first instruction after its wake-up),
-//! finish, response (finish - release), deadline miss; per thread: CPU time and, from perf
-//! software counters, kernel context switches and CPU migrations. Needs root (or
-//! CAP_SYS_NICE): otherwise [`crate::Error::Privilege`].
+//! Per job, the master records its release and its finish as trace events (`JobRelease`,
+//! `JobFinish`), which [`run_taskset`] streams into the caller's trace sink: response
+//! (finish - release) and deadline misses are the report's to count (`schedkit_core::report`,
+//! through [`crate::run::tasks`]), as for the simulator's periodic tasks. Per thread: CPU
+//! time and, from perf software counters, kernel context switches and CPU migrations, which
+//! enter the report as measured inputs. Needs root (or CAP_SYS_NICE): otherwise
+//! [`crate::Error::Privilege`].
+
+mod threads;
 
 use crate::perf::{CounterKind, CounterSet, PerfSource, Target};
 use crate::sched::{self, Policy};
@@ -38,9 +43,11 @@ use crate::stall::{Stall, StallWitness};
 use crate::workload::thread_cpu_ns;
 use crate::{Error, Result};
 use schedkit_core::scenario::{Region, Task};
-use std::sync::atomic::{AtomicI32, Ordering};
+use schedkit_core::trace::{Event, TraceSink};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
+use threads::{monotonic_ns, spawn_task, Latch, Shared, ThreadOut, Threads};
 
 /// How a task set is run.
 #[derive(Clone, Debug)]
@@ -75,26 +82,6 @@ impl Default for DeadlineOptions {
     }
 }
 
-/// One job: times in ns from the run's origin (the first possible release).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JobRecord {
-    pub task: usize,
-    pub job: u64,
-    pub release_ns: u64,
-    pub deadline_ns: u64,
-    pub start_ns: u64,
-    pub finish_ns: u64,
-}
-
-impl JobRecord {
-    pub fn response_ns(&self) -> u64 {
-        self.finish_ns.saturating_sub(self.release_ns)
-    }
-    pub fn missed(&self) -> bool {
-        self.finish_ns > self.deadline_ns
-    }
-}
-
 /// Per task: what its kernel threads did over the run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TaskTotals {
@@ -106,7 +93,7 @@ pub struct TaskTotals {
     pub migrations: Option<u64>,
 }
 
-/// A task-set run: every job and per-task totals.
+/// A task-set run's own figures (its jobs went to the trace sink as events).
 #[derive(Clone, Debug, Default)]
 pub struct TaskSetRun {
     pub cores: usize,
@@ -117,7 +104,6 @@ pub struct TaskSetRun {
     /// The origin in ns of `CLOCK_MONOTONIC` (to place other measurements, such as a
     /// [`crate::stall::StallWitness`]'s stalls, on the run's clock).
     pub origin_ns: u64,
-    pub jobs: Vec<JobRecord>,
     pub tasks: Vec<TaskTotals>,
     /// The budget margin used ([`fit_margin`] may lower the requested one).
     pub runtime_margin: f64,
@@ -136,28 +122,6 @@ pub fn spin_cpu(ns: u64) {
         for _ in 0..2048 {
             i = std::hint::black_box(i.wrapping_add(1));
         }
-    }
-}
-
-fn monotonic_ns() -> u64 {
-    crate::clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-fn sleep_until(ns: u64) {
-    let ts = libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: ts is valid; a signal interruption just wakes us early, and we loop.
-    while monotonic_ns() < ns {
-        unsafe {
-            libc::clock_nanosleep(
-                libc::CLOCK_MONOTONIC,
-                libc::TIMER_ABSTIME,
-                &ts,
-                std::ptr::null_mut(),
-            )
-        };
     }
 }
 
@@ -193,50 +157,26 @@ pub fn thread_work(task: &Task) -> (u64, Vec<u64>) {
     (master, workers)
 }
 
-/// The fork/join state of one task, shared by its master and workers.
-struct Fork {
-    state: Mutex<ForkState>,
-    go: Condvar,
-    done: Condvar,
+/// The CPUs a set runs on: every CPU this process may use (a SCHED_DEADLINE thread must be
+/// allowed on its whole root domain).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-struct ForkState {
-    /// Bumped at every fork.
-    generation: u64,
-    /// Thread times of the current parallel region.
-    times: Vec<u64>,
-    remaining: usize,
-    stop: bool,
-}
-
-/// Start latch: `None` while threads set up, then whether to run.
-struct Latch {
-    go: Mutex<Option<bool>>,
-    cv: Condvar,
-}
-
-impl Latch {
-    fn wait(&self) -> bool {
-        let mut g = self.go.lock().expect("latch");
-        while g.is_none() {
-            g = self.cv.wait(g).expect("latch");
-        }
-        g.expect("set")
-    }
-    fn open(&self, run: bool) {
-        *self.go.lock().expect("latch") = Some(run);
-        self.cv.notify_all();
-    }
-}
-
-struct ThreadOut {
-    task: usize,
-    cpu_ns: u64,
-    jobs: Vec<JobRecord>,
-}
-
-/// Runs `tasks` under SCHED_DEADLINE on all online CPUs for `opts.duration`.
-pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun> {
+/// Runs `tasks` under SCHED_DEADLINE on all online CPUs for `opts.duration`, and streams
+/// every job into `sink` as trace events (`JobRelease` at the release, `JobFinish` at the
+/// finish, in trace order: [`crate::run::tasks::in_trace_order`]), so that jobs, misses and
+/// responses are counted by the report's fold, as in the simulator.
+///
+/// Each master keeps its events in a buffer sized before the first release (no allocation
+/// and no lock shared between tasks while the set runs); they reach `sink` merged once the
+/// threads have joined. A [`crate::run::tasks::JobSink`] is told [`cores`] first by the
+/// caller ([`crate::run::tasks::DeadlineEngine`] does).
+pub fn run_taskset(
+    tasks: &[Task],
+    opts: &DeadlineOptions,
+    sink: &mut dyn TraceSink,
+) -> Result<TaskSetRun> {
     if let Some(t) = tasks.iter().find(|t| t.cpus().is_some()) {
         return Err(Error::Input(format!(
             "task \"{}\" (line {}): sched-deadline threads must be allowed on every CPU of \
@@ -245,7 +185,7 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
             t.line()
         )));
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = cores();
     // Started first, so that the kernel admits its bandwidth before the set's.
     let witness = if opts.stall_witness {
         Some(StallWitness::start_default().map_err(|e| Error::io("stall witness", e))?)
@@ -258,162 +198,80 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
         0.0
     };
     let opts = &fit_margin(tasks, opts, admissible_bandwidth(cores) - spare);
-    let latch = Arc::new(Latch {
-        go: Mutex::new(None),
-        cv: Condvar::new(),
-    });
-    let origin = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let window = opts.duration.as_nanos() as u64;
-    let flags = if opts.reclaim {
-        sched::SCHED_FLAG_RECLAIM
-    } else {
-        0
+    let (setup_tx, setup_rx) = std::sync::mpsc::channel();
+    let shared = Shared {
+        latch: Arc::new(Latch {
+            go: Mutex::new(None),
+            cv: Condvar::new(),
+        }),
+        origin: Arc::new(AtomicU64::new(0)),
+        window: opts.duration.as_nanos() as u64,
+        flags: if opts.reclaim {
+            sched::SCHED_FLAG_RECLAIM
+        } else {
+            0
+        },
+        setup: setup_tx,
     };
-    // Every thread reports its setup result once.
-    let (setup_tx, setup_rx) = std::sync::mpsc::channel::<(String, Result<i32>)>();
-    let mut handles: Vec<std::thread::JoinHandle<ThreadOut>> = Vec::new();
-    let mut tids: Vec<(usize, Arc<AtomicI32>)> = Vec::new();
-    let mut forks = Vec::new();
+    let mut threads = Threads::default();
     for (ti, task) in tasks.iter().enumerate() {
-        let (master_work, workers) = thread_work(task);
-        let fork = Arc::new(Fork {
-            state: Mutex::new(ForkState {
-                generation: 0,
-                times: Vec::new(),
-                remaining: 0,
-                stop: false,
-            }),
-            go: Condvar::new(),
-            done: Condvar::new(),
-        });
-        forks.push(fork.clone());
-        for (k, &work) in workers.iter().enumerate() {
-            let (fork, latch, tx) = (fork.clone(), latch.clone(), setup_tx.clone());
-            let policy = budget(work, task, opts);
-            let label = format!("task \"{}\" worker {k}", task.name());
-            let tid = Arc::new(AtomicI32::new(0));
-            tids.push((ti, tid.clone()));
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("dl-{}-{k}", task.name()))
-                    .spawn(move || {
-                        tid.store(crate::gettid(), Ordering::SeqCst);
-                        let _ = tx.send((
-                            label,
-                            sched::set_thread_with_flags(0, policy, flags).map(|_| 0),
-                        ));
-                        drop(tx);
-                        let run = latch.wait();
-                        let cpu0 = thread_cpu_ns();
-                        let mut seen = 0;
-                        // The latch said stop: setup failed somewhere.
-                        loop {
-                            if !run {
-                                break;
-                            }
-                            let mut st = fork.state.lock().expect("fork");
-                            while st.generation == seen && !st.stop {
-                                st = fork.go.wait(st).expect("fork");
-                            }
-                            if st.stop {
-                                break;
-                            }
-                            seen = st.generation;
-                            let Some(&t) = st.times.get(k) else {
-                                continue;
-                            };
-                            drop(st);
-                            spin_cpu(t);
-                            let mut st = fork.state.lock().expect("fork");
-                            st.remaining -= 1;
-                            if st.remaining == 0 {
-                                fork.done.notify_one();
-                            }
-                        }
-                        ThreadOut {
-                            task: ti,
-                            cpu_ns: thread_cpu_ns() - cpu0,
-                            jobs: Vec::new(),
-                        }
-                    })
-                    .map_err(|e| Error::io("spawn a sched-deadline worker", e))?,
-            );
-        }
-        let (latch, tx, origin) = (latch.clone(), setup_tx.clone(), origin.clone());
-        let policy = budget(master_work, task, opts);
-        let label = format!("task \"{}\" master", task.name());
-        let task = task.clone();
-        let tid = Arc::new(AtomicI32::new(0));
-        tids.push((ti, tid.clone()));
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("dl-{}", task.name()))
-                .spawn(move || {
-                    tid.store(crate::gettid(), Ordering::SeqCst);
-                    let _ = tx.send((
-                        label,
-                        sched::set_thread_with_flags(0, policy, flags).map(|_| 0),
-                    ));
-                    drop(tx);
-                    let run = latch.wait();
-                    let cpu0 = thread_cpu_ns();
-                    let mut jobs = Vec::new();
-                    let o = origin.load(Ordering::SeqCst);
-                    let mut j = 0u64;
-                    // The latch said stop: setup failed somewhere.
-                    loop {
-                        if !run {
-                            break;
-                        }
-                        let release = task.offset().0 + j * task.period().0;
-                        if release >= window {
-                            break;
-                        }
-                        sleep_until(o + release);
-                        let start = monotonic_ns() - o;
-                        for r in task.regions() {
-                            match r {
-                                Region::Seq(c) => spin_cpu(c.0),
-                                Region::Par(v) => {
-                                    let mut st = fork.state.lock().expect("fork");
-                                    st.times = v.iter().map(|c| c.0).collect();
-                                    st.remaining = v.len();
-                                    st.generation += 1;
-                                    fork.go.notify_all();
-                                    while st.remaining > 0 {
-                                        st = fork.done.wait(st).expect("fork");
-                                    }
-                                }
-                            }
-                        }
-                        let finish = monotonic_ns() - o;
-                        jobs.push(JobRecord {
-                            task: ti,
-                            job: j,
-                            release_ns: release,
-                            deadline_ns: release + task.deadline().0,
-                            start_ns: start,
-                            finish_ns: finish,
-                        });
-                        j += 1;
-                    }
-                    let mut st = fork.state.lock().expect("fork");
-                    st.stop = true;
-                    fork.go.notify_all();
-                    drop(st);
-                    ThreadOut {
-                        task: ti,
-                        cpu_ns: thread_cpu_ns() - cpu0,
-                        jobs,
-                    }
-                })
-                .map_err(|e| Error::io("spawn a sched-deadline master", e))?,
-        );
+        spawn_task(ti, task, opts, &shared, &mut threads)?;
     }
-    drop(setup_tx);
-    // Collect every thread's setup; the first failure stops them all.
+    // Every thread holds its own sender: the channel closes once each has reported.
+    let Shared {
+        latch,
+        origin,
+        setup,
+        ..
+    } = shared;
+    drop(setup);
+    // Every thread reports its setup once; the first failure stops them all.
+    let failure = admission(setup_rx, tasks, opts, cores);
+    let counters = if opts.perf && failure.is_none() {
+        open_counters(&threads.tids)
+    } else {
+        Vec::new()
+    };
+    let origin_ns = monotonic_ns() + opts.start_delay.as_nanos() as u64;
+    origin.store(origin_ns, Ordering::SeqCst);
+    latch.open(failure.is_none());
+    let mut out = TaskSetRun {
+        cores,
+        origin_ns,
+        runtime_margin: opts.runtime_margin,
+        window_ns: opts.duration.as_nanos() as u64,
+        tasks: vec![TaskTotals::default(); tasks.len()],
+        ..TaskSetRun::default()
+    };
+    let events = join(threads.handles, &mut out)?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    add_counts(&mut out, counters);
+    out.end_ns = events
+        .iter()
+        .filter(|e| matches!(e, Event::JobFinish { .. }))
+        .map(|e| e.time().0)
+        .max()
+        .unwrap_or(0);
+    crate::run::tasks::stream(events, sink);
+    if let Some(w) = witness {
+        out.stall_warning = w.warning.clone();
+        out.stalls = w.stop().iter().map(|s| s.shifted(origin_ns)).collect();
+    }
+    Ok(out)
+}
+
+/// Waits for every thread's setup report; the first failure, with admission control's
+/// refusal (EBUSY) explained.
+fn admission(
+    setup: std::sync::mpsc::Receiver<(String, Result<i32>)>,
+    tasks: &[Task],
+    opts: &DeadlineOptions,
+    cores: usize,
+) -> Option<Error> {
     let mut failure: Option<Error> = None;
-    for (label, r) in setup_rx.iter() {
+    for (label, r) in setup.iter() {
         if let (Err(e), None) = (r, &failure) {
             failure = Some(match e.errno() {
                 Some(libc::EBUSY) => Error::Input(format!(
@@ -430,33 +288,31 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
             });
         }
     }
-    let counters: Vec<(usize, CounterSet)> = if opts.perf && failure.is_none() {
-        tids.iter()
-            .map(|(ti, tid)| {
-                (
-                    *ti,
-                    CounterSet::open(
-                        &mut PerfSource,
-                        Target::Thread(tid.load(Ordering::SeqCst)),
-                        &[CounterKind::ContextSwitches, CounterKind::CpuMigrations],
-                    ),
-                )
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let origin_ns = monotonic_ns() + opts.start_delay.as_nanos() as u64;
-    origin.store(origin_ns, Ordering::SeqCst);
-    latch.open(failure.is_none());
-    let mut out = TaskSetRun {
-        cores,
-        origin_ns,
-        runtime_margin: opts.runtime_margin,
-        window_ns: window,
-        tasks: vec![TaskTotals::default(); tasks.len()],
-        ..TaskSetRun::default()
-    };
+    failure
+}
+
+/// The kernel's context-switch and migration counters of every task thread.
+fn open_counters(tids: &[(usize, Arc<AtomicI32>)]) -> Vec<(usize, CounterSet)> {
+    tids.iter()
+        .map(|(ti, tid)| {
+            (
+                *ti,
+                CounterSet::open(
+                    &mut PerfSource,
+                    Target::Thread(tid.load(Ordering::SeqCst)),
+                    &[CounterKind::ContextSwitches, CounterKind::CpuMigrations],
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Joins every thread: CPU time and thread count per task into `out`; the masters' events.
+fn join(
+    handles: Vec<std::thread::JoinHandle<ThreadOut>>,
+    out: &mut TaskSetRun,
+) -> Result<Vec<Event>> {
+    let mut events = Vec::new();
     for h in handles {
         let t = h
             .join()
@@ -464,11 +320,13 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
         let tot = &mut out.tasks[t.task];
         tot.threads += 1;
         tot.cpu_ns += t.cpu_ns;
-        out.jobs.extend(t.jobs);
+        events.extend(t.events);
     }
-    if let Some(e) = failure {
-        return Err(e);
-    }
+    Ok(events)
+}
+
+/// The counters' readings summed per task into `out`.
+fn add_counts(out: &mut TaskSetRun, counters: Vec<(usize, CounterSet)>) {
     for (ti, mut set) in counters {
         let tot = &mut out.tasks[ti];
         for (kind, reading) in set.read() {
@@ -481,13 +339,6 @@ pub fn run_taskset(tasks: &[Task], opts: &DeadlineOptions) -> Result<TaskSetRun>
             }
         }
     }
-    out.jobs.sort_by_key(|j| (j.release_ns, j.task, j.job));
-    out.end_ns = out.jobs.iter().map(|j| j.finish_ns).max().unwrap_or(0);
-    if let Some(w) = witness {
-        out.stall_warning = w.warning.clone();
-        out.stalls = w.stop().iter().map(|s| s.shifted(origin_ns)).collect();
-    }
-    Ok(out)
 }
 
 /// Share of the machine's CPU time the kernel admits for SCHED_DEADLINE threads:
@@ -658,23 +509,37 @@ mod tests {
             stall_witness: true,
             ..DeadlineOptions::default()
         };
-        let r = rerun_while_stalled("sched-deadline", 3, || {
-            let r = run_taskset(&tasks, &opts).unwrap();
-            let missed: Vec<&JobRecord> = r.jobs.iter().filter(|j| j.missed()).collect();
+        let (r, table) = rerun_while_stalled("sched-deadline", 3, || {
+            let mut table = crate::run::tasks::JobTable::default();
+            let r = run_taskset(&tasks, &opts, &mut table).unwrap();
+            let missed: Vec<_> = table.jobs.iter().filter(|j| j.missed(table.last)).collect();
             let verdict = Verdict {
                 misses: missed.len(),
                 unexplained: missed
                     .iter()
-                    .filter(|j| !explains_miss(&r.stalls, j.release_ns, j.deadline_ns, j.finish_ns))
+                    .filter(|j| {
+                        !explains_miss(
+                            &r.stalls,
+                            j.release,
+                            j.deadline,
+                            j.finish.unwrap_or(table.last),
+                        )
+                    })
                     .map(|j| format!("{j:?}"))
                     .collect(),
                 stalls: r.stalls.clone(),
             };
-            (r, verdict)
+            ((r, table), verdict)
         });
-        let count = |t: usize| r.jobs.iter().filter(|j| j.task == t).count();
+        let count = |t: usize| table.jobs.iter().filter(|j| j.task == t).count();
         assert_eq!((count(0), count(1)), (8, 20));
-        assert!(r.jobs.iter().all(|j| j.start_ns >= j.release_ns));
+        // Every job finished, no sooner than its release plus its longest chain of work (a:
+        // 1 + 2 + 1 ms; b: 2 ms), which only a master that waited for the release can do.
+        let chain = [ms(4).0, ms(2).0];
+        assert!(table
+            .jobs
+            .iter()
+            .all(|j| j.finish.is_some_and(|f| f >= j.release + chain[j.task])));
         // Task a: 7 ms of CPU per job over 4 threads, 8 jobs.
         let cpu = r.tasks[0].cpu_ns as f64 / 1e6;
         assert!((55.0..70.0).contains(&cpu), "{cpu} ms");
@@ -695,7 +560,8 @@ mod tests {
         let tasks: Vec<Task> = (0..cores + 1)
             .map(|i| task(&format!("t{i}"), 10, vec![Region::Seq(Nanos::from_ms(9))]))
             .collect();
-        let e = run_taskset(&tasks, &DeadlineOptions::default()).unwrap_err();
+        let mut table = crate::run::tasks::JobTable::default();
+        let e = run_taskset(&tasks, &DeadlineOptions::default(), &mut table).unwrap_err();
         match e {
             Error::Input(m) => assert!(m.contains("admission control"), "{m}"),
             other => panic!("{other}"),

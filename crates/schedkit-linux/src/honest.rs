@@ -158,10 +158,15 @@ pub fn report(o: &RunOutcome, keep_trace: bool) -> (Report, Option<TraceLog>) {
             }
         }
     }
-    let mut r = m.finish(o.end);
-    r.cpus = Some(o.frame.job.to_list());
-    r.warnings = warnings(o, &r);
-    (r, keep_trace.then_some(log))
+    // The frame is an input of the fold like the measured counts: the outside-load warning
+    // needs the job's CPU time, which the fold counts, so the rule goes in and the fold
+    // applies it when it builds the report (once; nothing edits the report afterwards).
+    let (frame, end) = (o.frame.clone(), o.end);
+    m.frame_with(
+        Some(o.frame.job.to_list()),
+        Box::new(move |s| warnings(&frame, end, s.job_cpu_ns)),
+    );
+    (m.finish(o.end), keep_trace.then_some(log))
 }
 
 /// The source of a CPU time the engine's samples give (`ShareReport::cpu_source`).
@@ -173,20 +178,19 @@ const OUTSIDE_LOAD_WARN: f64 = 0.10;
 /// A run that ends this much past its horizon (fraction, and at least 20 ms) overran it.
 const OVERRUN_WARN: f64 = 0.02;
 
-/// The sentences that say where the run was not what the scenario asked.
-pub fn warnings(o: &RunOutcome, r: &Report) -> Vec<String> {
-    let f = &o.frame;
+/// The sentences that say where the run was not what the scenario asked: the run framed by
+/// `f` ended at `end` (the window is `[0, end]`), and the job's processes used
+/// `job_cpu_ns` of CPU time in it (the report's `summary.job_cpu_ns`).
+pub fn warnings(f: &RunFrame, end: Nanos, job_cpu_ns: u64) -> Vec<String> {
     let mut out: Vec<String> = f
         .degraded
         .iter()
         .map(|d| format!("degraded (--allow-degraded): {d}"))
         .collect();
-    let window = o.end.0.max(1);
+    let window = end.0.max(1);
     if let Some(m) = f.machine {
         let capacity = (f.job.len().max(1) as u64 * window) as f64;
-        let outside = m
-            .busy_ns
-            .saturating_sub(r.summary.job_cpu_ns + f.schedkit_cpu_ns);
+        let outside = m.busy_ns.saturating_sub(job_cpu_ns + f.schedkit_cpu_ns);
         if outside as f64 > OUTSIDE_LOAD_WARN * capacity {
             out.push(format!(
                 "outside load: other work used {:.0} ms of CPU on the job's CPUs {} during the run \
@@ -207,11 +211,10 @@ pub fn warnings(o: &RunOutcome, r: &Report) -> Vec<String> {
     }
     if let Some(h) = f.horizon {
         let slack = ((h.0 as f64 * OVERRUN_WARN) as u64).max(20_000_000);
-        if o.end.0 > h.0 + slack {
+        if end.0 > h.0 + slack {
             out.push(format!(
-                "the horizon ran over: asked {h}, the run took {} (+{:.1} %)",
-                o.end,
-                100.0 * (o.end.0 - h.0) as f64 / h.0.max(1) as f64
+                "the horizon ran over: asked {h}, the run took {end} (+{:.1} %)",
+                100.0 * (end.0 - h.0) as f64 / h.0.max(1) as f64
             ));
         }
     }

@@ -109,7 +109,6 @@ mod tests {
                 job: 0,
                 release: 0,
                 deadline: 10_000_000,
-                start: 0,
                 finish: 12_000_000,
             }],
             task_cpu: vec![None],

@@ -161,6 +161,7 @@ pub fn run(a: RunArgs) -> Result<(), Failure> {
             perf: !a.no_perf,
             stall_witness: a.stall_witness,
             allow_degraded: a.allow_degraded,
+            keep_trace: false,
         };
         return crate::taskrun::run_scenario(&scenario, &a.report, &options);
     }

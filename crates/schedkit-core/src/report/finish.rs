@@ -121,35 +121,40 @@ impl Metrics {
         let errors = share_errors(&processes[..self.process_names.len()]);
         let makespan = self.makespan(end);
         let div = |a: u64, n: u64| a.checked_div(n).unwrap_or(0);
+        let summary = Summary {
+            avg_waiting_ns: div(sum_wait, n_thr),
+            avg_turnaround_ns: div(sum_turn, n_thr),
+            avg_response_ns: div(sum_resp, n_resp),
+            context_switches: self.measured_totals.map_or(self.switches, |m| m.0),
+            dispatches: self.dispatches,
+            preemptions: self.preemptions,
+            migrations: self.measured_totals.map_or(self.migrations, |m| m.1),
+            deadline_misses: misses,
+            jobs,
+            max_abs_share_error: errors.max_abs_share_error,
+            max_abs_job_share_error: errors.max_abs_job_share_error,
+            job_cpu_ns: base.job_cpu,
+            mean_abs_pct_error: errors.mean_abs_pct_error,
+            max_abs_lag_ns: errors.max_abs_lag_ns,
+            makespan_ns: makespan.0,
+            utilisation: self.busy_ns as f64 / capacity,
+        };
+        let mut warnings = self.warnings;
+        if let Some(rule) = self.frame_rule.take() {
+            warnings.extend(rule(&summary));
+        }
         Report {
             engine: self.engine,
             policy: self.policy,
             scenario: self.scenario,
             cores: self.cores,
             window_ns: end.0,
-            summary: Summary {
-                avg_waiting_ns: div(sum_wait, n_thr),
-                avg_turnaround_ns: div(sum_turn, n_thr),
-                avg_response_ns: div(sum_resp, n_resp),
-                context_switches: self.measured_totals.map_or(self.switches, |m| m.0),
-                dispatches: self.dispatches,
-                preemptions: self.preemptions,
-                migrations: self.measured_totals.map_or(self.migrations, |m| m.1),
-                deadline_misses: misses,
-                jobs,
-                max_abs_share_error: errors.max_abs_share_error,
-                max_abs_job_share_error: errors.max_abs_job_share_error,
-                job_cpu_ns: base.job_cpu,
-                mean_abs_pct_error: errors.mean_abs_pct_error,
-                max_abs_lag_ns: errors.max_abs_lag_ns,
-                makespan_ns: makespan.0,
-                utilisation: self.busy_ns as f64 / capacity,
-            },
+            summary,
             threads,
             processes,
             groups,
             cpus: self.cpus,
-            warnings: self.warnings,
+            warnings,
         }
     }
 

@@ -94,6 +94,7 @@ impl Metrics {
             measured_totals: None,
             cpus: None,
             warnings: Vec::new(),
+            frame_rule: None,
             measured_process_cpu: vec![None; scenario.processes().len()],
             traced_cpu_source: None,
         }
@@ -140,6 +141,16 @@ impl Metrics {
     pub fn frame(&mut self, cpus: Option<String>, warnings: Vec<String>) {
         self.cpus = cpus;
         self.warnings = warnings;
+    }
+
+    /// [`Metrics::frame`] for warnings that depend on the fold's own totals: `rule` is
+    /// given the finished summary when [`Metrics::finish`] builds the report, and what it
+    /// returns follows the warnings given to [`Metrics::frame`]. The real engine's
+    /// outside-load warning compares the machine's busy time with the job's CPU time this
+    /// way, so that the report is built once and nothing edits it afterwards.
+    pub fn frame_with(&mut self, cpus: Option<String>, rule: FrameRule) {
+        self.cpus = cpus;
+        self.frame_rule = Some(rule);
     }
 
     /// Records iterations of a built-in workload (the real engine).

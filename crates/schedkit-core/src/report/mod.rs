@@ -297,6 +297,9 @@ pub struct Metrics {
     /// ([`Metrics::frame`]); they go into the report as given.
     cpus: Option<String>,
     warnings: Vec<String>,
+    /// The engine's rule for the warnings that depend on the fold's own totals
+    /// ([`Metrics::frame_with`]), applied once, when [`Metrics::finish`] builds the report.
+    frame_rule: Option<FrameRule>,
     /// Per process, its CPU time over the window as the engine counted it whole, and where
     /// from ([`Metrics::measured_process_cpu`]).
     measured_process_cpu: Vec<Option<(u64, String)>>,
@@ -304,6 +307,11 @@ pub struct Metrics {
     /// ([`Metrics::traced_cpu_source`]); `None`: the trace is the count (the simulator).
     traced_cpu_source: Option<String>,
 }
+
+/// An engine's rule for the warnings of a run that depend on what the fold counted (the
+/// real engine: other work on the job's CPUs is the machine's busy time less the job's CPU
+/// time, which only the fold knows): given the report's summary, the run's warnings, in order.
+pub type FrameRule = Box<dyn FnOnce(&Summary) -> Vec<String> + Send>;
 
 /// A task's counts from an engine that measures them rather than tracing each dispatch (the
 /// real task runners): CPU time (`None`: not measured per task), migrations, switches.

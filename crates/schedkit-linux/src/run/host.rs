@@ -13,11 +13,14 @@
 //! - **One identity.** The snapshot's threads are sorted by [`ThreadView::key`] (scenario
 //!   process, thread number) before every tick, as the simulator does, so a controller makes
 //!   the same decision in both engines whatever TIDs the threads have.
+//! - **No controller where nothing applies.** An engine that can apply no action at all (the
+//!   periodic-task engine, [`super::tasks`]) refuses a controller through [`refuse`], with
+//!   why, before anything runs.
 //! - **Applied in order, through the engine.** Each action goes to the engine's [`Apply`],
 //!   which makes the change through the run's journal (so undo and `schedkit restore` put
 //!   it back); an error from it stops the tick and the run.
 
-use crate::Result;
+use crate::{Error, Result};
 use schedkit_core::control::{Action, ActionKind, Controller, Snapshot, ThreadView};
 use schedkit_core::scenario::Scenario;
 use schedkit_core::Nanos;
@@ -143,4 +146,14 @@ impl Host {
         self.actions = actions;
         result
     }
+}
+
+/// The refusal of `controller` by `engine`, which applies no action at all, and `why`: an
+/// input error that names the controller, so that a run never goes on with its controller
+/// silently left out.
+pub fn refuse(controller: &dyn Controller, engine: &str, why: &str) -> Error {
+    Error::Input(format!(
+        "controller `{}` cannot run on {engine}: {why}",
+        controller.name()
+    ))
 }

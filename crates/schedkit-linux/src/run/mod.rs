@@ -2,6 +2,12 @@
 //! place it under the policy, sample every thread, and turn the samples into the same trace
 //! events the simulator writes.
 //!
+//! Every real path goes through this tree: process runs, fair sharing, tenants, gang and
+//! exclusive through [`run`] (controllers through [`host`]), and periodic `[[task]]` sets
+//! (SCHED_DEADLINE, and the pool of `schedkit-runtime` as a [`tasks::TaskEngine`]) through
+//! [`tasks::run`], whose jobs stream into the same `Metrics` fold as trace events; a task
+//! run takes no controller, and [`host`] refuses one given to it.
+//!
 //! - [`policy`]: what a scenario's policy means on this kernel ([`RunPolicy`]), and the
 //!   checks made before anything changes ([`preflight`]);
 //! - [`sampler`]: reading every job thread's `/proc` files each period and turning the
@@ -12,7 +18,10 @@
 //! - [`host`]: the one controller host both loops share: snapshots in, every action applied
 //!   through the journal or refused, kinds an engine cannot apply refused when it is built;
 //! - [`live`], [`placement`], [`finish`]: the steps of one run ([`run`]): setting it up and
-//!   its loop, starting processes and placing their threads, winding down and the outcome.
+//!   its loop, starting processes and placing their threads, winding down and the outcome;
+//! - [`tasks`]: periodic fork-join task sets: the checks, the shape of the run on this
+//!   machine, the [`tasks::TaskEngine`]s (SCHED_DEADLINE's is [`tasks::DeadlineEngine`]
+//!   over [`crate::deadline`]) and the one fold of their jobs.
 
 mod fair;
 mod finish;
@@ -23,6 +32,7 @@ mod live;
 mod placement;
 mod policy;
 mod sampler;
+pub mod tasks;
 
 pub use fair::{FairReport, FairRun};
 pub use gang::{GangRun, GangRunReport, RunThread};

@@ -6,14 +6,16 @@
 //! - `paws`, `gedf`, `ws`: the user-space real-time pool of [`crate::paws`], one pinned
 //!   worker per CPU, through its harness ([`crate::paws::harness::run_taskset`]).
 //!
-//! Both give per-job release/start/finish ([`RealRun`]); [`report_of`] folds them into the
-//! report `sim` prints (the same `Metrics` code: jobs, deadline misses, worst response per
-//! task), the measured CPU time, migrations and context switches entering the fold as its
-//! inputs. What the counts are differs by engine (`schedkit_render::tasks` says which after
-//! the table): for `sched-deadline` the kernel's counts for the task's threads (perf software
-//! counters); for the pool, per task the pool's own user-level counts (a thread run on
-//! another core than where it was spawned, a job resumed on another core; fiber switch-ins),
-//! and in the summary those plus the kernel's counts for the worker threads.
+//! Both stream every job as trace events (`JobRelease`, `JobFinish`) into the engine's one
+//! fold for task sets ([`schedkit_linux::run::tasks`]): the report `sim` prints (the same
+//! `Metrics` code: jobs, deadline misses, worst response per task) and the job table of
+//! [`RealRun`] come from those events; the measured CPU time, migrations and context
+//! switches enter the fold as its inputs. What the counts are differs by engine
+//! (`schedkit_render::tasks` says which after the table): for `sched-deadline` the kernel's
+//! counts for the task's threads (perf software counters); for the pool, per task the pool's
+//! own user-level counts (a thread run on another core than where it was spawned, a job
+//! resumed on another core; fiber switch-ins), and in the summary those plus the kernel's
+//! counts for the worker threads.
 //!
 //! This module lives here, not in `schedkit-linux` beside the process engine, because its
 //! pool half is this crate's (which depends on `schedkit-linux`). It never prints: what went
@@ -25,31 +27,27 @@
 mod scenario;
 
 pub use scenario::{check, pool_shape, report_of, run_scenario, ScenarioOptions, ScenarioRun};
+pub use schedkit_linux::run::tasks::REAL_TASK_POLICIES;
 
 use crate::paws::harness::{self, HarnessOpts};
 use crate::paws::Mode;
 use schedkit_core::scenario::{PolicyName, Task};
+use schedkit_core::trace::Event;
+use schedkit_core::Nanos;
 use schedkit_linux::deadline::{self, DeadlineOptions};
+use schedkit_linux::run::tasks::{JobRow, JobSink, JobTable, TaskCounts};
 use schedkit_linux::stall::{explains_miss, Stall};
 pub use schedkit_linux::Error;
 use std::time::Duration;
 
-/// Policies a `[[task]]` scenario runs under in `schedkit run`.
-pub const REAL_TASK_POLICIES: [PolicyName; 4] = [
-    PolicyName::SchedDeadline,
-    PolicyName::Paws,
-    PolicyName::Gedf,
-    PolicyName::Ws,
-];
-
-/// One job, times in ns from the run's origin (the first possible release).
+/// One finished job, times in ns from the run's origin (the first possible release), as
+/// its trace events told it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Job {
     pub task: usize,
     pub job: u64,
     pub release: u64,
     pub deadline: u64,
-    pub start: u64,
     pub finish: u64,
 }
 
@@ -59,6 +57,38 @@ impl Job {
     }
     pub fn missed(&self) -> bool {
         self.finish > self.deadline
+    }
+
+    /// The finished jobs of a job table (a task-set engine finishes every job it releases).
+    pub fn finished(rows: &[JobRow]) -> Vec<Job> {
+        rows.iter()
+            .filter_map(|r| {
+                Some(Job {
+                    task: r.task,
+                    job: r.job,
+                    release: r.release,
+                    deadline: r.deadline,
+                    finish: r.finish?,
+                })
+            })
+            .collect()
+    }
+
+    /// The job's two trace events.
+    pub fn events(&self) -> [Event; 2] {
+        [
+            Event::JobRelease {
+                t: Nanos(self.release),
+                task: self.task,
+                job: self.job,
+                deadline: Nanos(self.deadline),
+            },
+            Event::JobFinish {
+                t: Nanos(self.finish),
+                task: self.task,
+                job: self.job,
+            },
+        ]
     }
 }
 
@@ -108,6 +138,23 @@ impl RealRun {
             .filter(|j| j.missed() && !explains_miss(stalls, j.release, j.deadline, j.finish))
             .count() as u64
     }
+
+    /// What the fold takes as measured: per task as measured, and in the summary those plus,
+    /// for the pool, the kernel's counts of its worker threads (the rendering after the table
+    /// says whose counts they are).
+    pub fn counts(&self) -> TaskCounts {
+        let pool = self.user_switches.is_some();
+        let kernel = |v: Option<u64>| if pool { v.unwrap_or(0) } else { 0 };
+        TaskCounts {
+            cores: self.cores,
+            task_cpu: self.task_cpu.clone(),
+            task_migrations: self.task_migrations.clone(),
+            task_switches: self.task_switches.clone(),
+            total_switches: self.task_switches.iter().sum::<u64>() + kernel(self.kernel_switches),
+            total_migrations: self.task_migrations.iter().sum::<u64>()
+                + kernel(self.kernel_migrations),
+        }
+    }
 }
 
 /// Options of a real task-set run.
@@ -144,15 +191,30 @@ pub fn run_real(tasks: &[Task], policy: PolicyName, o: &RealOptions) -> Result<R
     run_real_shaped(tasks, policy, o, PoolShape::default())
 }
 
-/// [`run_real`] with the pool's shape given.
+/// [`run_real`] with the pool's shape given: the jobs are the events the run streamed.
 pub fn run_real_shaped(
     tasks: &[Task],
     policy: PolicyName,
     o: &RealOptions,
     shape: PoolShape,
 ) -> Result<RealRun, Error> {
+    let mut table = JobTable::default();
+    let mut run = run_streamed(tasks, policy, o, shape, &mut table)?;
+    run.jobs = Job::finished(&table.jobs);
+    Ok(run)
+}
+
+/// Runs `tasks` for real under `policy` and streams every job into `sink` as trace events;
+/// the [`RealRun`] returned has every figure but the jobs (they are the sink's).
+pub fn run_streamed(
+    tasks: &[Task],
+    policy: PolicyName,
+    o: &RealOptions,
+    shape: PoolShape,
+    sink: &mut dyn JobSink,
+) -> Result<RealRun, Error> {
     let mode = match policy {
-        PolicyName::SchedDeadline => return run_deadline(tasks, o),
+        PolicyName::SchedDeadline => return run_deadline(tasks, o, sink),
         PolicyName::Paws => Mode::Paws,
         PolicyName::Gedf => Mode::Gedf,
         PolicyName::Ws => Mode::Ws,
@@ -163,6 +225,18 @@ pub fn run_real_shaped(
             )))
         }
     };
+    run_pool(tasks, mode, o, shape, sink)
+}
+
+/// The user-space pool: its harness runs the set and returns its job records, which become
+/// the events streamed into `sink`, on the run's clock.
+fn run_pool(
+    tasks: &[Task],
+    mode: Mode,
+    o: &RealOptions,
+    shape: PoolShape,
+    sink: &mut dyn JobSink,
+) -> Result<RealRun, Error> {
     let defaults = HarnessOpts::default();
     let opts = HarnessOpts {
         perf: o.perf,
@@ -173,7 +247,7 @@ pub fn run_real_shaped(
         ..defaults
     };
     let h = harness::run_taskset(tasks, mode, o.duration, &opts)
-        .map_err(|e| Error::io(format!("the {policy} pool"), e))?;
+        .map_err(|e| Error::io(format!("the {} pool", mode.name()), e))?;
     let r = &h.report;
     // The pool's epoch is not the first release: shift every time so that job 0 of a task is
     // released at the task's offset, as in the simulator and the sched-deadline runner.
@@ -205,55 +279,44 @@ pub fn run_real_shaped(
         warnings: r.warnings.clone(),
         ..RealRun::default()
     };
+    let mut events = Vec::with_capacity(2 * r.jobs.len());
     for j in r.jobs.iter().filter(|j| j.task < n) {
-        run.jobs.push(Job {
+        let job = Job {
             task: j.task,
             job: j.index,
             release: j.release - origin,
             deadline: j.deadline - origin,
-            start: j.start - origin,
             finish: j.finish - origin,
-        });
+        };
+        events.extend(job.events());
         run.task_migrations[j.task] += j.migrations;
         run.task_switches[j.task] += j.switches;
     }
-    run.jobs.sort_by_key(|j| (j.release, j.task, j.job));
+    sink.begin(h.workers);
+    schedkit_linux::run::tasks::stream(events, sink);
     Ok(run)
 }
 
-fn run_deadline(tasks: &[Task], o: &RealOptions) -> Result<RealRun, Error> {
+/// SCHED_DEADLINE: [`deadline::run_taskset`] streams its jobs into `sink` itself.
+fn run_deadline(tasks: &[Task], o: &RealOptions, sink: &mut dyn JobSink) -> Result<RealRun, Error> {
     let opts = DeadlineOptions {
         duration: o.duration,
         perf: o.perf,
         stall_witness: o.stall_witness,
         ..DeadlineOptions::default()
     };
-    let r = deadline::run_taskset(tasks, &opts)?;
+    sink.begin(deadline::cores());
+    let r = deadline::run_taskset(tasks, &opts, sink)?;
+    let counts = schedkit_linux::run::tasks::deadline_counts(&r);
     let sum = |f: fn(&deadline::TaskTotals) -> Option<u64>| -> Option<u64> {
         r.tasks.iter().map(f).sum()
     };
     Ok(RealRun {
         cores: r.cores,
         window_ns: r.window_ns,
-        jobs: r
-            .jobs
-            .iter()
-            .map(|j| Job {
-                task: j.task,
-                job: j.job,
-                release: j.release_ns,
-                deadline: j.deadline_ns,
-                start: j.start_ns,
-                finish: j.finish_ns,
-            })
-            .collect(),
-        task_cpu: r.tasks.iter().map(|t| Some(t.cpu_ns)).collect(),
-        task_migrations: r.tasks.iter().map(|t| t.migrations.unwrap_or(0)).collect(),
-        task_switches: r
-            .tasks
-            .iter()
-            .map(|t| t.context_switches.unwrap_or(0))
-            .collect(),
+        task_cpu: counts.task_cpu,
+        task_migrations: counts.task_migrations,
+        task_switches: counts.task_switches,
         kernel_switches: sum(|t| t.context_switches),
         kernel_migrations: sum(|t| t.migrations),
         stalls: o.stall_witness.then(|| r.stalls.clone()),

@@ -1,12 +1,16 @@
-//! A `[[task]]` scenario run for real (`schedkit run FILE`): what this engine refuses to run,
-//! the pool the scenario asks for on this machine, the run, and its report.
+//! A `[[task]]` scenario run for real (`schedkit run FILE`), through the engine's task path
+//! ([`schedkit_linux::run::tasks::run`]): what it refuses, the shape of the run on this
+//! machine, and the one fold of its jobs are the engine's; this module is the pool's and
+//! SCHED_DEADLINE's [`TaskEngine`] and the [`RealRun`] they measured.
 
-use super::{run_real_shaped, Error, PoolShape, RealOptions, RealRun, REAL_TASK_POLICIES};
-use schedkit_core::report::{MeasuredTask, Metrics, Report};
-use schedkit_core::scenario::{PolicyName, Scenario};
-use schedkit_core::trace::{Event, TraceSink};
-use schedkit_core::Nanos;
+use super::{run_streamed, Error, Job, PoolShape, RealOptions, RealRun};
+use schedkit_core::report::Report;
+use schedkit_core::scenario::Scenario;
+use schedkit_core::trace::TraceLog;
+use schedkit_linux::run::tasks::{self as engine, JobSink, TaskCounts, TaskEngine, TaskShape};
 use std::time::Duration;
+
+pub use schedkit_linux::run::tasks::check;
 
 /// Options of [`run_scenario`] (the flags of `schedkit run` that apply to a task set).
 #[derive(Clone, Copy, Debug, Default)]
@@ -19,6 +23,8 @@ pub struct ScenarioOptions {
     /// real-time priority), saying so in the report; without it that is
     /// [`Error::Degraded`].
     pub allow_degraded: bool,
+    /// Keep every trace event of the run ([`ScenarioRun::trace`]).
+    pub keep_trace: bool,
 }
 
 /// What a `[[task]]` scenario run gives: the measurements, and the report both engines share.
@@ -26,177 +32,95 @@ pub struct ScenarioOptions {
 pub struct ScenarioRun {
     pub run: RealRun,
     pub report: Report,
-}
-
-/// What this engine refuses in a scenario, before anything runs: processes beside the tasks,
-/// tasks pinned with `cpus`, a simulator-only policy ([`Error::Input`], naming file, line and
-/// field), and SCHED_DEADLINE without the privilege it needs ([`Error::Privilege`]).
-pub fn check(scenario: &Scenario) -> Result<(), Error> {
-    if let Some(p) = scenario.processes().first() {
-        return Err(Error::Input(format!(
-            "{}:{}: process: a scenario with [[task]] entries runs them alone on real cores; \
-             move process \"{}\" to another scenario",
-            scenario.file(),
-            p.line(),
-            p.name()
-        )));
-    }
-    if let Some(t) = scenario.tasks().iter().find(|t| t.cpus().is_some()) {
-        return Err(Error::Input(format!(
-            "{}:{}: task.cpus: policy \"{}\" places threads itself on real cores; remove \
-             `cpus` from task \"{}\"",
-            scenario.file(),
-            t.line(),
-            scenario.policy().name(),
-            t.name()
-        )));
-    }
-    if !REAL_TASK_POLICIES.contains(&scenario.policy().name()) {
-        return Err(Error::Input(format!(
-            "{}: policy.name: [[task]] scenarios run on real cores under {} (`{}` is \
-             simulator-only here: try `schedkit sim`)",
-            scenario.file(),
-            REAL_TASK_POLICIES.map(|p| p.as_str()).join(", "),
-            scenario.policy().name()
-        )));
-    }
-    if scenario.policy().name() == PolicyName::SchedDeadline
-        && !schedkit_linux::privilege::Privileges::current().sys_nice
-    {
-        return Err(Error::Privilege(
-            "policy sched-deadline puts every task thread under SCHED_DEADLINE, which \
-             needs root or CAP_SYS_NICE: run as root (sudo) or grant the capability \
-             (setcap cap_sys_nice+ep $(which schedkit))"
-                .into(),
-        ));
-    }
-    Ok(())
+    /// Every trace event, with [`ScenarioOptions::keep_trace`].
+    pub trace: Option<TraceLog>,
 }
 
 /// The pool a `[[task]]` scenario asks for on this machine: the scenario's `cores` as
 /// workers at SCHED_FIFO, and what of it cannot be had (fewer CPUs, no real-time priority),
-/// one sentence each.
+/// one sentence each ([`schedkit_linux::run::tasks::shape`]).
 pub fn pool_shape(scenario: &Scenario) -> Result<(PoolShape, Vec<String>), Error> {
-    let topo = schedkit_linux::topo::Topology::host()?;
-    let allowed = schedkit_linux::honest::allowed_cpus(&topo.online);
-    let mut degraded = Vec::new();
-    if let Some(w) = schedkit_linux::honest::fewer_cpus(scenario.cores(), &topo.online, &allowed) {
-        degraded.push(w);
-    }
-    let privs = schedkit_linux::privilege::Privileges::current();
-    let realtime = privs.root || privs.sys_nice;
-    if !realtime && scenario.policy().name() != PolicyName::SchedDeadline {
-        degraded.push(format!(
-            "the {} pool's workers need SCHED_FIFO to preempt everything else on their CPUs, \
-             which needs root or CAP_SYS_NICE (they would run SCHED_OTHER, sharing their \
-             CPUs with every other process)",
-            scenario.policy().name()
-        ));
-    }
-    let shape = PoolShape {
-        workers: Some(scenario.cores().min(allowed.len()).max(1)),
-        realtime,
-    };
-    Ok((shape, degraded))
+    let s = engine::shape(scenario)?;
+    Ok((pool_of(&s), s.degraded))
 }
 
-/// Runs a `[[task]]` scenario on real cores for its horizon under its policy: [`check`],
-/// [`pool_shape`] (a shortfall is [`Error::Degraded`] unless `allow_degraded`), the run, and
-/// [`report_of`].
-pub fn run_scenario(scenario: &Scenario, o: &ScenarioOptions) -> Result<ScenarioRun, Error> {
-    check(scenario)?;
-    let (shape, degraded) = pool_shape(scenario)?;
-    if !degraded.is_empty() && !o.allow_degraded {
-        return Err(Error::Degraded(format!(
-            "{}: this run cannot do what the scenario asks: {}; pass --allow-degraded to \
-             run anyway and say so in the report",
-            scenario.file(),
-            degraded.join("; ")
-        )));
+fn pool_of(s: &TaskShape) -> PoolShape {
+    PoolShape {
+        workers: Some(s.workers),
+        realtime: s.realtime,
     }
-    let mut run = run_real_shaped(
-        scenario.tasks(),
-        scenario.policy().name(),
-        &RealOptions {
-            duration: Duration::from_nanos(scenario.horizon().0),
-            perf: o.perf,
-            seed: scenario.policy().seed(),
-            stall_witness: o.stall_witness,
-        },
-        shape,
-    )?;
-    run.degraded = degraded;
-    let report = report_of(scenario, &run);
-    Ok(ScenarioRun { run, report })
 }
 
-/// The shared report of a real task-set run: jobs, misses and worst responses folded by the
-/// same [`Metrics`] as the simulator's; CPU time, migrations and switches as measured, the
-/// workers and the warnings (degraded, horizon overrun) as the frame, all inputs of the fold.
-pub fn report_of(scenario: &Scenario, run: &RealRun) -> Report {
-    let mut events: Vec<Event> = Vec::with_capacity(2 * run.jobs.len());
-    for j in &run.jobs {
-        events.push(Event::JobRelease {
-            t: Nanos(j.release),
-            task: j.task,
-            job: j.job,
-            deadline: Nanos(j.deadline),
-        });
-        events.push(Event::JobFinish {
-            t: Nanos(j.finish),
-            task: j.task,
-            job: j.job,
-        });
-    }
-    // Time order; at one instant releases first (a job released and finished at the same
-    // nanosecond does not exist, but two different jobs may meet).
-    events.sort_by_key(|e| (e.time(), !matches!(e, Event::JobRelease { .. })));
-    let end = run
-        .jobs
-        .iter()
-        .map(|j| j.finish)
-        .max()
-        .unwrap_or(0)
-        .max(run.window_ns);
-    let mut m = Metrics::new(scenario, "run", run.cores);
-    for e in &events {
-        m.record(e);
-    }
-    for k in 0..scenario.tasks().len() {
-        m.measured_task(
-            k,
-            MeasuredTask {
-                cpu_ns: run.task_cpu[k],
-                migrations: run.task_migrations[k],
-                context_switches: run.task_switches[k],
+/// The real task-set engines of this crate as the engine's [`TaskEngine`]: the run's options,
+/// and what it measured beside its jobs once it ran.
+struct Engine {
+    options: ScenarioOptions,
+    run: Option<RealRun>,
+}
+
+impl TaskEngine for Engine {
+    fn run(
+        &mut self,
+        scenario: &Scenario,
+        shape: &TaskShape,
+        duration: Duration,
+        sink: &mut dyn JobSink,
+    ) -> schedkit_linux::Result<TaskCounts> {
+        let run = run_streamed(
+            scenario.tasks(),
+            scenario.policy().name(),
+            &RealOptions {
+                duration,
+                perf: self.options.perf,
+                seed: scenario.policy().seed(),
+                stall_witness: self.options.stall_witness,
             },
-        );
+            pool_of(shape),
+            sink,
+        )?;
+        let counts = run.counts();
+        self.run = Some(run);
+        Ok(counts)
     }
-    // The summary counts: per task (the pool's user-level counts, or the kernel's for the
-    // task's threads under sched-deadline), plus for the pool the kernel's counts of its
-    // worker threads (the rendering after the table says whose counts they are).
-    let pool = run.user_switches.is_some();
-    let kernel = |v: Option<u64>| if pool { v.unwrap_or(0) } else { 0 };
-    m.measured_totals(
-        run.task_switches.iter().sum::<u64>() + kernel(run.kernel_switches),
-        run.task_migrations.iter().sum::<u64>() + kernel(run.kernel_migrations),
-    );
-    let mut warnings: Vec<String> = run
-        .degraded
-        .iter()
-        .map(|d| format!("degraded (--allow-degraded): {d}"))
-        .collect();
-    let horizon = run.window_ns;
-    if end > horizon + (horizon / 50).max(20_000_000) {
-        warnings.push(format!(
-            "the horizon ran over: asked {}, the last job finished at {} (+{:.1} %)",
-            Nanos(horizon),
-            Nanos(end),
-            100.0 * (end - horizon) as f64 / horizon.max(1) as f64
-        ));
-    }
-    m.frame(Some(format!("{} worker(s)", run.cores)), warnings);
-    m.finish(Nanos(end))
+}
+
+/// Runs a `[[task]]` scenario on real cores for its horizon under its policy, through the
+/// engine's task path: [`check`], the shape (a shortfall is [`Error::Degraded`] unless
+/// `allow_degraded`), the run streaming its jobs into the one fold, and the report.
+pub fn run_scenario(scenario: &Scenario, o: &ScenarioOptions) -> Result<ScenarioRun, Error> {
+    let mut e = Engine {
+        options: *o,
+        run: None,
+    };
+    let out = engine::run(
+        scenario,
+        engine::TaskRunOptions {
+            allow_degraded: o.allow_degraded,
+            keep_trace: o.keep_trace,
+            controller: None,
+        },
+        &mut e,
+    )?;
+    let mut run = e.run.unwrap_or_default();
+    run.jobs = Job::finished(&out.jobs);
+    run.degraded = out.degraded;
+    Ok(ScenarioRun {
+        run,
+        report: out.report,
+        trace: out.trace,
+    })
+}
+
+/// The shared report of a real task-set run measured before (its jobs, counts and frame):
+/// the jobs streamed as events into the same fold as [`run_scenario`]'s, the CPU time,
+/// migrations and switches as measured, the workers and the warnings (degraded, horizon
+/// overrun) as the frame, all inputs of the fold.
+pub fn report_of(scenario: &Scenario, run: &RealRun) -> Report {
+    let mut fold = engine::TaskFold::new(scenario, false);
+    fold.begin(run.cores);
+    engine::stream(run.jobs.iter().flat_map(Job::events).collect(), &mut fold);
+    fold.finish(run.counts(), run.window_ns, run.degraded.clone())
+        .report
 }
 
 #[cfg(test)]
@@ -221,7 +145,6 @@ mod tests {
             job,
             release: ms(release),
             deadline: ms(release + d),
-            start: ms(release),
             finish: ms(finish),
         };
         let run = RealRun {
@@ -264,7 +187,6 @@ mod tests {
                 job: 0,
                 release: 0,
                 deadline: 10_000_000,
-                start: 0,
                 finish: 50_000_000,
             }],
             task_cpu: vec![None, None],
