@@ -36,6 +36,19 @@ impl Nanos {
         Nanos(self.0.saturating_sub(other.0))
     }
 
+    /// Parses a time window `FROM..TO` (`"2s..2.1s"`, `--window`): two durations, `TO` after
+    /// `FROM`; the error says what is wrong, for the caller to prefix with the flag.
+    pub fn parse_window(text: &str) -> Result<(Nanos, Nanos), String> {
+        let (a, b) = text
+            .split_once("..")
+            .ok_or_else(|| "give it as FROM..TO, e.g. 2s..2.1s".to_string())?;
+        let (a, b) = (Nanos::parse(a.trim())?, Nanos::parse(b.trim())?);
+        if b <= a {
+            return Err("TO must be after FROM".into());
+        }
+        Ok((a, b))
+    }
+
     /// Parses `"250us"`, `"4ms"`, `"1.5s"`, `"10ns"`, `"2m"` (minutes). The number must be
     /// non-negative and the unit is mandatory.
     pub fn parse(text: &str) -> Result<Nanos, String> {

@@ -54,6 +54,16 @@ impl From<schedkit_linux::Error> for Failure {
     }
 }
 
+/// `schedkit ctl`'s failures: a refused input 2, an unreachable, busy or gone run 1.
+impl From<schedkit_linux::ctl::ClientError> for Failure {
+    fn from(e: schedkit_linux::ctl::ClientError) -> Failure {
+        Failure {
+            status: if e.bad_input { EXIT_BAD_INPUT } else { 1 },
+            message: e.message,
+        }
+    }
+}
+
 impl From<schedkit_experiments::Error> for Failure {
     fn from(e: schedkit_experiments::Error) -> Failure {
         use schedkit_experiments::Error;
