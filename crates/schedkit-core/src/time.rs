@@ -223,6 +223,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn parses_windows() {
+        assert_eq!(
+            Nanos::parse_window("2s..2.1s"),
+            Ok((Nanos::from_secs(2), Nanos::from_ms(2100)))
+        );
+        assert_eq!(
+            Nanos::parse_window(" 1ms .. 3ms "),
+            Ok((Nanos::from_ms(1), Nanos::from_ms(3)))
+        );
+        assert!(Nanos::parse_window("2s").unwrap_err().contains("FROM..TO"));
+        assert!(Nanos::parse_window("2s..1s").unwrap_err().contains("after"));
+        assert!(Nanos::parse_window("2..3s")
+            .unwrap_err()
+            .contains("missing unit"));
+    }
+
+    #[test]
     fn parses_units() {
         assert_eq!(Nanos::parse("250us"), Ok(Nanos(250_000)));
         assert_eq!(Nanos::parse("4ms"), Ok(Nanos(4_000_000)));

@@ -50,3 +50,51 @@ pub fn status(s: &Status) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedkit_linux::ctl::{GroupStatus, WeightChange};
+
+    #[test]
+    fn status_lists_groups_and_changes() {
+        let s = Status {
+            pid: 42,
+            policy: "tenants".into(),
+            period_ns: 100_000_000,
+            elapsed_ns: 2_000_000_000,
+            controller: String::new(),
+            groups: vec![
+                GroupStatus {
+                    name: "vm1".into(),
+                    weight: 100,
+                    kernel_value: Some(100),
+                },
+                GroupStatus {
+                    name: "vm2".into(),
+                    weight: 300,
+                    kernel_value: None,
+                },
+            ],
+            changes: vec![WeightChange {
+                t_ns: 1_000_000_000,
+                group: "vm2".into(),
+                weight: 300,
+            }],
+        };
+        let text = status(&s);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].starts_with("run 42 · policy tenants · period "),
+            "{text}"
+        );
+        assert_eq!(lines[1], "group  weight  kernel value");
+        assert_eq!(lines[2], "vm1       100           100");
+        assert_eq!(lines[3], "vm2       300             -");
+        assert!(
+            lines[4].starts_with("weight of group vm2 set to 300 at "),
+            "{text}"
+        );
+        assert_eq!(lines.len(), 5);
+    }
+}

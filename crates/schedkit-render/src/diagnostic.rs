@@ -52,3 +52,21 @@ pub fn render(d: &Diagnostic, text: Option<&str>, severity: Severity) -> String 
     let snippet = Renderer::plain().render(report);
     format!("{head}\n{snippet}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedkit_core::scenario::Scenario;
+
+    #[test]
+    fn an_error_with_a_span_shows_its_line_and_a_caret() {
+        let text = "cores = 0\n";
+        let d = Scenario::parse_located("s.toml", text).unwrap_err();
+        let shown = render(&d, Some(text), Severity::Error);
+        assert!(shown.starts_with(&d.error.to_string()), "{shown}");
+        assert!(shown.contains("cores = 0"), "{shown}");
+        assert!(shown.contains('^'), "{shown}");
+        // Without the text, the located line alone.
+        assert_eq!(render(&d, None, Severity::Error), d.error.to_string());
+    }
+}

@@ -118,7 +118,8 @@ pub fn sim(a: SimArgs) -> Result<(), Failure> {
         println!("\n{} counters: {}", report.policy, c.join(", "));
     }
     if let (Some(dir), Some(trace)) = (&a.parquet, &trace) {
-        crate::io_cmds::sim_parquet(dir, scenario, &report, trace)?;
+        let tables = schedkit_io::tables::sim_tables(scenario, &report, trace);
+        crate::io_cmds::write_parquet(dir, &tables)?;
     }
     if let Some(trace) = trace {
         output::write_trace_outputs_in(

@@ -101,3 +101,57 @@ impl Scenario {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RR: &str =
+        "cores = 2\n[policy]\nname = \"rr\"\n[[process]]\nname = \"a\"\nburst = \"4ms\"\n";
+
+    fn file(name: &str, text: &str) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("schedkit-load-{}-{name}", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn overrides_apply_with_the_file_checks() {
+        let p = file("rr.toml", RR);
+        let none = Overrides::default();
+        assert!(!none.any());
+        let loaded = Scenario::load_for_run(&p, &none).unwrap();
+        assert_eq!(loaded.text, RR);
+        let o = Overrides {
+            policy: Some("srtf".into()),
+            cores: Some(1),
+            horizon: Some(Nanos::from_ms(50)),
+            seed: Some(7),
+        };
+        assert!(o.any());
+        let s = Scenario::load_for_run(&p, &o).unwrap().scenario;
+        assert_eq!(s.policy().name(), crate::scenario::PolicyName::Srtf);
+        assert_eq!((s.cores(), s.horizon()), (1, Nanos::from_ms(50)));
+        let bad = Overrides {
+            cores: Some(0),
+            ..Overrides::default()
+        };
+        let e = Scenario::load_for_run(&p, &bad).unwrap_err();
+        assert_eq!(e.diagnostic.error.field, "cores");
+        assert_eq!(e.text.as_deref(), Some(RR));
+        std::fs::remove_file(p).unwrap();
+    }
+
+    #[test]
+    fn a_missing_file_and_a_bad_value_are_located() {
+        let missing = std::env::temp_dir().join("schedkit-load-no-such-file.toml");
+        let e = Scenario::load_for_run(&missing, &Overrides::default()).unwrap_err();
+        assert_eq!(e.diagnostic.error.field, "file");
+        assert!(e.text.is_none());
+        let p = file("bad.toml", "cores = 0\n");
+        let e = Scenario::load_for_run(&p, &Overrides::default()).unwrap_err();
+        assert_eq!(e.diagnostic.error.line, 1);
+        assert!(e.diagnostic.span.is_some());
+        std::fs::remove_file(p).unwrap();
+    }
+}

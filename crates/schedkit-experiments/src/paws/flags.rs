@@ -64,3 +64,57 @@ impl PawsFlags<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags<'a>(real: &'a [String], sim: &'a [String]) -> PawsFlags<'a> {
+        PawsFlags {
+            quick: false,
+            sim_only: false,
+            cores: Some(2),
+            sets: 20,
+            duration: "1500ms",
+            sim_horizon: "10s",
+            seed: 1,
+            windows: WindowSet::Both,
+            real,
+            sim,
+            stall_witness: false,
+        }
+    }
+
+    #[test]
+    fn quick_and_sim_only_shape_the_options() {
+        let (real, sim) = (vec!["paws".to_string()], vec!["gedf".to_string()]);
+        let o = flags(&real, &sim).options().unwrap();
+        assert_eq!((o.sets, o.duration), (20, Nanos::from_ms(1500)));
+        assert_eq!(o.real.len(), 1);
+        let quick = PawsFlags {
+            quick: true,
+            sim_only: true,
+            duration: "not read",
+            ..flags(&real, &sim)
+        };
+        let o = quick.options().unwrap();
+        assert_eq!(
+            (o.sets, o.duration, o.sim_horizon),
+            (QUICK_SETS, QUICK_DURATION, QUICK_HORIZON)
+        );
+        assert!(o.real.is_empty());
+    }
+
+    #[test]
+    fn bad_values_name_their_flag() {
+        let (real, sim) = (vec!["paws".to_string()], vec!["cfs".to_string()]);
+        let e = flags(&real, &sim).options().unwrap_err().to_string();
+        assert!(e.contains("--sim"), "{e}");
+        let sim = vec!["gedf".to_string()];
+        let f = PawsFlags {
+            duration: "soon",
+            ..flags(&real, &sim)
+        };
+        assert!(f.options().unwrap_err().to_string().contains("--duration"));
+    }
+}

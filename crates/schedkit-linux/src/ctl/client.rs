@@ -107,3 +107,54 @@ impl Reply {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_weight_out_of_range_is_bad_input_before_any_round_trip() {
+        let e = set_weight("vm1", 0).unwrap_err();
+        assert!(e.bad_input, "{e:?}");
+        assert!(e.message.contains("out of range"), "{e:?}");
+        assert_eq!(
+            set_weight("vm1", 3),
+            Ok(Request::SetWeight {
+                group: "vm1".into(),
+                weight: 3
+            })
+        );
+    }
+
+    #[test]
+    fn refusals_of_the_request_are_bad_input_and_those_of_the_run_are_not() {
+        let e = Reply::error("unknown group \"x\"").answer().unwrap_err();
+        assert!(e.bad_input);
+        assert_eq!(e.message, "unknown group \"x\"");
+        for msg in [
+            "permission denied: uid 7",
+            "busy: 128 connections",
+            "the run ended",
+        ] {
+            let e = Reply::error(msg).answer().unwrap_err();
+            assert!(!e.bad_input, "{msg}");
+        }
+        assert_eq!(
+            Reply::done("weight set").answer(),
+            Ok(Answer::Message("weight set".into()))
+        );
+        let silent = Reply {
+            message: None,
+            ..Reply::done("")
+        };
+        assert_eq!(silent.answer(), Ok(Answer::Message("done".into())));
+    }
+
+    #[test]
+    fn no_socket_at_the_path_is_bad_input() {
+        let dir = std::env::temp_dir().join(format!("schedkit-ctl-client-{}", std::process::id()));
+        let e = send(&dir.join("1.sock"), &Request::Status).unwrap_err();
+        assert!(e.bad_input, "{e:?}");
+        assert!(e.message.starts_with("cannot reach the run at "), "{e:?}");
+    }
+}

@@ -415,3 +415,34 @@ pub fn dead_journals(dir: &Path, roots: &Roots) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+#[cfg(test)]
+mod incomplete_tests {
+    use super::*;
+
+    #[test]
+    fn a_clean_restore_is_complete_and_each_problem_is_counted() {
+        let clean = RestoreReport {
+            journals: vec![Restored::default()],
+            ..RestoreReport::default()
+        };
+        assert_eq!(clean.incomplete(), None);
+        let bad = RestoreReport {
+            journals: vec![
+                Restored {
+                    unusable: Some("empty file (no header)".into()),
+                    ..Restored::default()
+                },
+                Restored {
+                    corrupt_lines: vec![3, 5],
+                    ..Restored::default()
+                },
+            ],
+            ..RestoreReport::default()
+        };
+        assert_eq!(
+            bad.incomplete().as_deref(),
+            Some("1 journal(s) could not be used, 2 corrupt line(s)")
+        );
+    }
+}
