@@ -565,7 +565,7 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
     let mut counters = open_counters(&sh);
     let _plain = super::join::enter(&sh, core);
     // Fibers free to carry new work (see `Fib`), a few made now (`RESERVE`).
-    let mut spare: Vec<Box<Fib>> = (0..RESERVE).map(|_| reserve_carrier(&sh)).collect();
+    let mut spare: Spare = (0..RESERVE).map(|_| reserve_carrier(&sh)).collect();
     register(&sh, core);
     let _ = ready.send(());
     drop(ready);
@@ -596,10 +596,14 @@ fn register(sh: &Shared, core: usize) {
     }
 }
 
+/// Spare fibers stay boxed, as `Unit::Fiber` carries them: one moves between this list and a
+/// queue entry as a pointer, never by value.
+type Spare = Vec<Box<Fib>>;
+
 /// The worker's loop, until the pool stops with nothing in flight: pick the next entry under
 /// the state lock, run it on a fiber, and when there is nothing to pick run plain work or
 /// park.
-fn run(sh: &Shared, core: usize, spare: &mut Vec<Box<Fib>>) {
+fn run(sh: &Shared, core: usize, spare: &mut Spare) {
     let mut st = sh.state.lock();
     // Set after a park: a wake-up that finds nothing to run is counted.
     let mut woke = false;
@@ -651,7 +655,7 @@ fn idle(sh: &Shared, core: usize, woke: bool) -> bool {
 
 /// The fiber that runs `item`: its own when it is a suspended fiber, else a spare carrier (or
 /// a new one) with the item assigned.
-fn fiber_for(sh: &Shared, item: Item<Unit>, origin: Origin, spare: &mut Vec<Box<Fib>>) -> Box<Fib> {
+fn fiber_for(sh: &Shared, item: Item<Unit>, origin: Origin, spare: &mut Spare) -> Box<Fib> {
     if let Unit::Fiber(_) = item.payload {
         let Unit::Fiber(f) = item.payload else {
             unreachable!()
@@ -680,7 +684,7 @@ fn run_fiber<'s>(
     sh: &'s Shared,
     core: usize,
     mut fib: Box<Fib>,
-    spare: &mut Vec<Box<Fib>>,
+    spare: &mut Spare,
     left: &mut bool,
 ) -> Locked<'s> {
     loop {
