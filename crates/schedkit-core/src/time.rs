@@ -36,6 +36,19 @@ impl Nanos {
         Nanos(self.0.saturating_sub(other.0))
     }
 
+    /// Parses a time window `FROM..TO` (`"2s..2.1s"`, `--window`): two durations, `TO` after
+    /// `FROM`; the error says what is wrong, for the caller to prefix with the flag.
+    pub fn parse_window(text: &str) -> Result<(Nanos, Nanos), String> {
+        let (a, b) = text
+            .split_once("..")
+            .ok_or_else(|| "give it as FROM..TO, e.g. 2s..2.1s".to_string())?;
+        let (a, b) = (Nanos::parse(a.trim())?, Nanos::parse(b.trim())?);
+        if b <= a {
+            return Err("TO must be after FROM".into());
+        }
+        Ok((a, b))
+    }
+
     /// Parses `"250us"`, `"4ms"`, `"1.5s"`, `"10ns"`, `"2m"` (minutes). The number must be
     /// non-negative and the unit is mandatory.
     pub fn parse(text: &str) -> Result<Nanos, String> {
@@ -208,6 +221,23 @@ impl<'de> Deserialize<'de> for Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_windows() {
+        assert_eq!(
+            Nanos::parse_window("2s..2.1s"),
+            Ok((Nanos::from_secs(2), Nanos::from_ms(2100)))
+        );
+        assert_eq!(
+            Nanos::parse_window(" 1ms .. 3ms "),
+            Ok((Nanos::from_ms(1), Nanos::from_ms(3)))
+        );
+        assert!(Nanos::parse_window("2s").unwrap_err().contains("FROM..TO"));
+        assert!(Nanos::parse_window("2s..1s").unwrap_err().contains("after"));
+        assert!(Nanos::parse_window("2..3s")
+            .unwrap_err()
+            .contains("missing unit"));
+    }
 
     #[test]
     fn parses_units() {

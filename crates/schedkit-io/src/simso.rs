@@ -174,6 +174,47 @@ pub fn import(file: &str, text: &str) -> Result<Imported, Error> {
         ));
     }
     let mut warnings = Vec::new();
+    let horizon = horizon(&d, root)?;
+    let cores = cores(&d, root)?;
+    let policy = policy(&d, root, cores, &mut warnings)?;
+    if let Ok(caches) = d.child(root, "caches") {
+        if caches.children().any(|n| n.has_tag_name("cache")) {
+            warnings.push(format!("{file}: caches are ignored (they only matter to SimSo's cache execution-time model)"));
+        }
+    }
+
+    let tasks_el = d.child(root, "tasks")?;
+    let mut out = format!(
+        "# Imported from the SimSo configuration {file} (`schedkit import simso`).\ncores = {cores}\n\n[policy]\nname = \"{}\"\n\n[run]\nhorizon = {}\n",
+        policy.as_str(),
+        duration(horizon)
+    );
+    let mut names = HashSet::new();
+    let mut aborting = false;
+    for t in tasks_el.children().filter(|n| n.has_tag_name("task")) {
+        out.push_str(&task_toml(&d, t, &mut names, &mut aborting)?);
+    }
+    if names.is_empty() {
+        return Err(d.err_at(
+            tasks_el.range().start,
+            "tasks",
+            "no <task>: nothing to schedule",
+        ));
+    }
+    if aborting {
+        warnings.push(format!(
+            "{file}: abort_on_miss: SimSo aborts a job that misses its deadline, schedkit lets it finish; whether any deadline is missed is the same, the counts after a first miss can differ"
+        ));
+    }
+    Ok(Imported {
+        toml: out,
+        warnings,
+    })
+}
+
+/// The simulated time, from `<simulation duration cycles_per_ms>`; only the WCET
+/// execution-time model is accepted (every job runs for exactly its WCET in schedkit).
+fn horizon(d: &Doc, root: roxmltree::Node) -> Result<Nanos, Error> {
     let etm = root.attribute("etm").unwrap_or("wcet");
     if etm != "wcet"
         || root
@@ -191,7 +232,11 @@ pub fn import(file: &str, text: &str) -> Result<Imported, Error> {
     if horizon == Nanos::ZERO {
         return Err(d.err(root, "duration", "must be greater than zero"));
     }
+    Ok(horizon)
+}
 
+/// The core count, from `<processors>`: at least one, each of speed 1 and no overheads.
+fn cores(d: &Doc, root: roxmltree::Node) -> Result<usize, Error> {
     let procs_el = d.child(root, "processors")?;
     d.zero(procs_el, "migration_overhead", "migration overhead")?;
     let procs: Vec<_> = procs_el
@@ -218,8 +263,18 @@ pub fn import(file: &str, text: &str) -> Result<Imported, Error> {
             }
         }
     }
-    let cores = procs.len();
+    Ok(procs.len())
+}
 
+/// The policy of `<sched class>` on `cores` cores (no overheads), with warnings for what
+/// schedkit does differently or ignores.
+fn policy(
+    d: &Doc,
+    root: roxmltree::Node,
+    cores: usize,
+    warnings: &mut Vec<String>,
+) -> Result<PolicyName, Error> {
+    let file = d.file;
     let sched = d.child(root, "sched")?;
     for a in ["overhead", "overhead_activate", "overhead_terminate"] {
         d.zero(sched, a, "scheduler overhead")?;
@@ -266,39 +321,7 @@ pub fn import(file: &str, text: &str) -> Result<Imported, Error> {
             policy.as_str()
         ));
     }
-    if let Ok(caches) = d.child(root, "caches") {
-        if caches.children().any(|n| n.has_tag_name("cache")) {
-            warnings.push(format!("{file}: caches are ignored (they only matter to SimSo's cache execution-time model)"));
-        }
-    }
-
-    let tasks_el = d.child(root, "tasks")?;
-    let mut out = format!(
-        "# Imported from the SimSo configuration {file} (`schedkit import simso`).\ncores = {cores}\n\n[policy]\nname = \"{}\"\n\n[run]\nhorizon = {}\n",
-        policy.as_str(),
-        duration(horizon)
-    );
-    let mut names = HashSet::new();
-    let mut aborting = false;
-    for t in tasks_el.children().filter(|n| n.has_tag_name("task")) {
-        out.push_str(&task_toml(&d, t, &mut names, &mut aborting)?);
-    }
-    if names.is_empty() {
-        return Err(d.err_at(
-            tasks_el.range().start,
-            "tasks",
-            "no <task>: nothing to schedule",
-        ));
-    }
-    if aborting {
-        warnings.push(format!(
-            "{file}: abort_on_miss: SimSo aborts a job that misses its deadline, schedkit lets it finish; whether any deadline is missed is the same, the counts after a first miss can differ"
-        ));
-    }
-    Ok(Imported {
-        toml: out,
-        warnings,
-    })
+    Ok(policy)
 }
 
 fn supported() -> String {

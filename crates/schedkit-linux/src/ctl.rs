@@ -67,7 +67,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod client;
 mod conn;
+pub use client::{find_socket, send, set_weight, Answer, ClientError};
 use conn::{send_nosignal, Conn, State};
 
 /// Open control connections at most; one more is answered an error and closed at once.

@@ -15,7 +15,7 @@
 use crate::chart::{self, draw_stacked_legends, stacked_legends_height, Anchor, LegendEntry, Svg};
 use schedkit_core::report::Report;
 use schedkit_core::scenario::Scenario;
-use schedkit_core::trace::{Event, Owner, TraceLog};
+use schedkit_core::trace::{Event, Owner, RunInterval, TraceLog};
 use schedkit_core::Nanos;
 
 /// Canvas width in pixels.
@@ -69,7 +69,8 @@ fn bar_label(s: &Scenario, o: &Owner) -> String {
 
 /// [`render`] limited to `window` (`[from, to)`, e.g. `--window 2s..2.1s`): only what runs in
 /// it, cut at its edges, on an axis from `from` to `to`. A Gantt of a long run is thousands of
-/// intervals per pixel; a window shows the schedule itself.
+/// intervals per pixel; a window shows the schedule itself. Drawn in layers, back to front:
+/// heading and legends, lanes, time axis, run intervals, deadline misses, job ticks.
 pub fn render_window(
     scenario: &Scenario,
     report: &Report,
@@ -77,34 +78,7 @@ pub fn render_window(
     end: Nanos,
     window: Option<(Nanos, Nanos)>,
 ) -> String {
-    let mut intervals = trace.intervals();
-    let end_ns = intervals
-        .iter()
-        .map(|i| i.end.0)
-        .max()
-        .unwrap_or(0)
-        .max(end.0)
-        .max(1);
-    // `from` is subtracted from every time below: 0 without a window, so the picture of a
-    // whole run is what it always was.
-    let run_end = end_ns;
-    let (from, end_ns) = match window {
-        Some((a, b)) => {
-            intervals.retain(|i| i.end > a && i.start < b);
-            for i in &mut intervals {
-                i.start = i.start.max(a);
-                i.end = i.end.min(b);
-            }
-            (a.0, b.0.max(a.0 + 1))
-        }
-        None => (0, end_ns),
-    };
-    let span_ns = end_ns - from;
-    let (div, unit) = chart::time_unit(end_ns);
-    // The report's core count: the modelled cores for `sim`, the machine's for `run`.
-    let cores = report.cores.max(1);
-    let plot_w = WIDTH - LEFT - RIGHT;
-    let ns_per_px = span_ns as f64 / plot_w;
+    let (intervals, run_end, from, end_ns) = windowed(trace, end, window);
     // Real-time jobs: a row of release ticks and a row of deadline ticks above the lanes.
     let jobs: Vec<(Nanos, usize, u64, Nanos)> = trace
         .events
@@ -119,45 +93,198 @@ pub fn render_window(
             _ => None,
         })
         .collect();
-    let marks_h = if jobs.is_empty() { 0.0 } else { 26.0 };
-
-    let owners = scenario.processes().len() + scenario.tasks().len();
-    // Two titled legends: the colours (one per process or task), then the marks drawn over
-    // them, so that "deadline miss" is not read as one more task.
-    let kind = match (scenario.processes().is_empty(), scenario.tasks().is_empty()) {
-        (false, true) => "process",
-        (true, false) => "task",
-        _ => "process or task",
-    };
-    let colours: Vec<LegendEntry> = (0..owners)
-        .map(|k| LegendEntry::new(key_name(scenario, k), &chart::color(k)))
-        .collect();
-    let mut marks = Vec::new();
-    if !scenario.tasks().is_empty() {
-        marks.push(LegendEntry {
-            name: "deadline miss".into(),
-            color: "#111111".into(),
-            line: true,
-        });
+    let legends = Legends::of(scenario, !jobs.is_empty());
+    let f = Frame::new(report, from, end_ns, &legends, !jobs.is_empty());
+    let mut svg = Svg::new(WIDTH, f.height);
+    heading(&mut svg, report, &f, intervals.len(), &legends);
+    lanes(&mut svg, &f);
+    time_axis(&mut svg, &f, report);
+    let bins = draw_intervals(&mut svg, &f, scenario, &intervals);
+    if let Some(bins) = bins {
+        draw_bins(&mut svg, &f, scenario, &bins);
+    }
+    // Deadline misses: a black line across the lanes at the missed deadline.
+    let misses = crate::chrome::deadline_misses(trace, Nanos(run_end));
+    for m in misses
+        .iter()
+        .filter(|m| m.deadline.0 >= from && m.deadline.0 <= end_ns)
+    {
+        let x = f.x_of(m.deadline.0);
+        let unit = f.unit;
+        let tip = format!(
+            "deadline miss: {} job {} (deadline {} {unit}{})",
+            scenario.tasks()[m.task].name(),
+            m.job,
+            chart::num(m.deadline.0 as f64 / f.div),
+            m.finish.map_or(", unfinished".into(), |t| format!(
+                ", finished {} {unit}",
+                chart::num(t.0 as f64 / f.div)
+            ))
+        );
+        svg.rect(
+            x - 1.0,
+            f.top - 4.0,
+            2.0,
+            f.plot_h + 8.0,
+            "#111111",
+            Some(&tip),
+        );
     }
     if !jobs.is_empty() {
-        marks.push(LegendEntry {
-            name: "job release (upper ticks) and deadline (lower, grey); bars: task #job".into(),
-            color: "#777777".into(),
-            line: true,
-        });
+        let ticks = JobTicks {
+            y: f.top - f.marks_h,
+            row_h: f.marks_h / 2.0,
+            from,
+            to: end_ns,
+            ns_per_px: f.ns_per_px,
+            div: f.div,
+            unit: f.unit,
+        };
+        ticks.draw(&mut svg, scenario, &jobs);
     }
-    let legend_w = WIDTH - LEFT - RIGHT;
-    let legends = [(kind, &colours[..]), ("marks", &marks[..])];
-    let legend_h = stacked_legends_height(&legends, legend_w);
-    // Lanes shrink with the core count so 64 cores still fit on a page.
-    let lane_h = (360.0 / cores as f64).clamp(8.0, 40.0);
-    let lane_gap = if lane_h >= 20.0 { 8.0 } else { 2.0 };
-    let top = 64.0 + legend_h + 8.0 + marks_h;
-    let plot_h = cores as f64 * (lane_h + lane_gap) - lane_gap;
-    let height = top + plot_h + 56.0;
-    let mut svg = Svg::new(WIDTH, height);
+    svg.frame(LEFT, f.top, f.plot_w, f.plot_h, "#888888");
+    svg.finish()
+}
 
+/// The run intervals within `window` (cut at its edges), the end of the whole run, and the
+/// drawn span `[from, to]` in ns: the whole run (from 0) without a window. `from` is
+/// subtracted from every time drawn, so the picture of a whole run is what it always was.
+fn windowed(
+    trace: &TraceLog,
+    end: Nanos,
+    window: Option<(Nanos, Nanos)>,
+) -> (Vec<RunInterval>, u64, u64, u64) {
+    let mut intervals = trace.intervals();
+    let run_end = intervals
+        .iter()
+        .map(|i| i.end.0)
+        .max()
+        .unwrap_or(0)
+        .max(end.0)
+        .max(1);
+    let (from, to) = match window {
+        Some((a, b)) => {
+            intervals.retain(|i| i.end > a && i.start < b);
+            for i in &mut intervals {
+                i.start = i.start.max(a);
+                i.end = i.end.min(b);
+            }
+            (a.0, b.0.max(a.0 + 1))
+        }
+        None => (0, run_end),
+    };
+    (intervals, run_end, from, to)
+}
+
+/// Two titled legends: the colours (one per process or task), then the marks drawn over
+/// them, so that "deadline miss" is not read as one more task.
+struct Legends {
+    /// What a colour stands for: "process", "task" or "process or task".
+    kind: &'static str,
+    colours: Vec<LegendEntry>,
+    marks: Vec<LegendEntry>,
+}
+
+impl Legends {
+    fn of(scenario: &Scenario, jobs: bool) -> Legends {
+        let owners = scenario.processes().len() + scenario.tasks().len();
+        let kind = match (scenario.processes().is_empty(), scenario.tasks().is_empty()) {
+            (false, true) => "process",
+            (true, false) => "task",
+            _ => "process or task",
+        };
+        let colours = (0..owners)
+            .map(|k| LegendEntry::new(key_name(scenario, k), &chart::color(k)))
+            .collect();
+        let mut marks = Vec::new();
+        if !scenario.tasks().is_empty() {
+            marks.push(LegendEntry {
+                name: "deadline miss".into(),
+                color: "#111111".into(),
+                line: true,
+            });
+        }
+        if jobs {
+            marks.push(LegendEntry {
+                name: "job release (upper ticks) and deadline (lower, grey); bars: task #job"
+                    .into(),
+                color: "#777777".into(),
+                line: true,
+            });
+        }
+        Legends {
+            kind,
+            colours,
+            marks,
+        }
+    }
+
+    fn titled(&self) -> [(&str, &[LegendEntry]); 2] {
+        [(self.kind, &self.colours[..]), ("marks", &self.marks[..])]
+    }
+}
+
+/// Where everything goes: the drawn span and its unit, the lanes and the plot.
+struct Frame {
+    from: u64,
+    end_ns: u64,
+    /// Nanoseconds per axis unit, and the unit.
+    div: f64,
+    unit: &'static str,
+    /// The report's core count: the modelled cores for `sim`, the machine's for `run`.
+    cores: usize,
+    plot_w: f64,
+    ns_per_px: f64,
+    lane_h: f64,
+    lane_gap: f64,
+    /// Height of the job tick rows above the lanes (0 without real-time jobs).
+    marks_h: f64,
+    top: f64,
+    plot_h: f64,
+    height: f64,
+}
+
+impl Frame {
+    fn new(report: &Report, from: u64, end_ns: u64, legends: &Legends, jobs: bool) -> Frame {
+        let (div, unit) = chart::time_unit(end_ns);
+        let cores = report.cores.max(1);
+        let plot_w = WIDTH - LEFT - RIGHT;
+        let marks_h = if jobs { 26.0 } else { 0.0 };
+        let legend_h = stacked_legends_height(&legends.titled(), WIDTH - LEFT - RIGHT);
+        // Lanes shrink with the core count so 64 cores still fit on a page.
+        let lane_h = (360.0 / cores as f64).clamp(8.0, 40.0);
+        let lane_gap = if lane_h >= 20.0 { 8.0 } else { 2.0 };
+        let top = 64.0 + legend_h + 8.0 + marks_h;
+        let plot_h = cores as f64 * (lane_h + lane_gap) - lane_gap;
+        Frame {
+            from,
+            end_ns,
+            div,
+            unit,
+            cores,
+            plot_w,
+            ns_per_px: (end_ns - from) as f64 / plot_w,
+            lane_h,
+            lane_gap,
+            marks_h,
+            top,
+            plot_h,
+            height: top + plot_h + 56.0,
+        }
+    }
+
+    fn lane_y(&self, core: usize) -> f64 {
+        self.top + core as f64 * (self.lane_h + self.lane_gap)
+    }
+
+    fn x_of(&self, t: u64) -> f64 {
+        LEFT + (t - self.from) as f64 / self.ns_per_px
+    }
+}
+
+/// The title (scenario, policy, cores), the line under it and the legends.
+fn heading(svg: &mut Svg, report: &Report, f: &Frame, intervals: usize, legends: &Legends) {
+    let cores = f.cores;
     let stem = std::path::Path::new(&report.scenario)
         .file_stem()
         .map_or(report.scenario.clone(), |s| {
@@ -181,49 +308,51 @@ pub fn render_window(
         46.0,
         &format!(
             "{} run intervals over {}{} {} · one lane per core, one colour per {}",
-            intervals.len(),
-            if from > 0 {
-                format!("{}..", chart::num(from as f64 / div))
+            intervals,
+            if f.from > 0 {
+                format!("{}..", chart::num(f.from as f64 / f.div))
             } else {
                 String::new()
             },
-            chart::num(end_ns as f64 / div),
-            unit,
-            kind
+            chart::num(f.end_ns as f64 / f.div),
+            f.unit,
+            legends.kind
         ),
         11.0,
         Anchor::Middle,
     );
-    draw_stacked_legends(&mut svg, &legends, LEFT, 56.0, legend_w);
+    draw_stacked_legends(svg, &legends.titled(), LEFT, 56.0, WIDTH - LEFT - RIGHT);
+}
 
-    let lane_y = |core: usize| top + core as f64 * (lane_h + lane_gap);
-    let x_of = |t: u64| LEFT + (t - from) as f64 / ns_per_px;
-
-    // Lane backgrounds (idle time shows as this grey) and labels.
-    for core in 0..cores {
-        let y = lane_y(core);
-        svg.rect(LEFT, y, plot_w, lane_h, "#f0f0f0", None);
-        let label_size = (lane_h * 0.6).clamp(7.0, 12.0);
+/// Lane backgrounds (idle time shows as this grey) and labels.
+fn lanes(svg: &mut Svg, f: &Frame) {
+    for core in 0..f.cores {
+        let y = f.lane_y(core);
+        svg.rect(LEFT, y, f.plot_w, f.lane_h, "#f0f0f0", None);
+        let label_size = (f.lane_h * 0.6).clamp(7.0, 12.0);
         svg.text(
             LEFT - 8.0,
-            y + lane_h / 2.0 + label_size * 0.35,
+            y + f.lane_h / 2.0 + label_size * 0.35,
             &format!("core {core}"),
             label_size,
             Anchor::End,
         );
     }
+}
 
-    // Time grid and axis under the lanes; ticks only inside the window.
-    let end_u = end_ns as f64 / div;
-    let from_u = from as f64 / div;
+/// Time grid and axis under the lanes; ticks only inside the window.
+fn time_axis(svg: &mut Svg, f: &Frame, report: &Report) {
+    let (div, unit) = (f.div, f.unit);
+    let end_u = f.end_ns as f64 / div;
+    let from_u = f.from as f64 / div;
     let (ticks, step) = chart::nice_ticks(from_u, end_u, 10);
-    let base = top + plot_h;
+    let base = f.top + f.plot_h;
     for t in ticks
         .into_iter()
         .filter(|t| *t <= end_u * (1.0 + 1e-9) && *t >= from_u * (1.0 - 1e-9))
     {
-        let x = LEFT + (t * div - from as f64) / ns_per_px;
-        svg.dashed(x, top, x, base, "#d0d0d0");
+        let x = LEFT + (t * div - f.from as f64) / f.ns_per_px;
+        svg.dashed(x, f.top, x, base, "#d0d0d0");
         svg.line(x, base, x, base + 5.0, "#444444", 1.0);
         svg.text(
             x,
@@ -233,9 +362,9 @@ pub fn render_window(
             Anchor::Middle,
         );
     }
-    svg.line(LEFT, base, LEFT + plot_w, base, "#444444", 1.0);
+    svg.line(LEFT, base, LEFT + f.plot_w, base, "#444444", 1.0);
     svg.text(
-        LEFT + plot_w / 2.0,
+        LEFT + f.plot_w / 2.0,
         base + 40.0,
         &if report.engine == "sim" {
             format!("simulated time ({unit})")
@@ -245,19 +374,31 @@ pub fn render_window(
         13.0,
         Anchor::Middle,
     );
+}
 
-    // Exact intervals, and pixel columns for the narrow ones.
-    let columns = plot_w.ceil() as usize + 1;
-    let mut bins: Vec<Vec<Vec<(usize, u64)>>> = vec![vec![Vec::new(); columns]; cores];
+/// Per core, per pixel column: the time each owner (colour key) ran there, ns.
+type Bins = Vec<Vec<Vec<(usize, u64)>>>;
+
+/// Draws the intervals at least a pixel wide exactly and bins the narrower ones into pixel
+/// columns; returns the bins when any interval went there.
+fn draw_intervals(
+    svg: &mut Svg,
+    f: &Frame,
+    scenario: &Scenario,
+    intervals: &[RunInterval],
+) -> Option<Bins> {
+    let (cores, unit, div) = (f.cores, f.unit, f.div);
+    let columns = f.plot_w.ceil() as usize + 1;
+    let mut bins: Bins = vec![vec![Vec::new(); columns]; cores];
     let mut any_binned = false;
-    for iv in &intervals {
+    for iv in intervals {
         if iv.core >= cores {
             continue;
         }
         let key = owner_key(scenario, &iv.owner);
-        let (x0, x1) = (x_of(iv.start.0), x_of(iv.end.0));
+        let (x0, x1) = (f.x_of(iv.start.0), f.x_of(iv.end.0));
         if x1 - x0 >= 1.0 {
-            let y = lane_y(iv.core);
+            let y = f.lane_y(iv.core);
             let name = owner_name(scenario, &iv.owner);
             let tip = format!(
                 "{name} on core {}: {} to {} {unit}",
@@ -272,13 +413,13 @@ pub fn render_window(
             } else {
                 x1 - x0
             };
-            svg.rect(x0, y, w, lane_h, &chart::color(key), Some(&tip));
-            let size = (lane_h * 0.45).clamp(7.0, 12.0);
+            svg.rect(x0, y, w, f.lane_h, &chart::color(key), Some(&tip));
+            let size = (f.lane_h * 0.45).clamp(7.0, 12.0);
             let label = bar_label(scenario, &iv.owner);
-            if lane_h >= 14.0 && chart::text_width(&label, size) + 6.0 < x1 - x0 {
+            if f.lane_h >= 14.0 && chart::text_width(&label, size) + 6.0 < x1 - x0 {
                 svg.text(
                     (x0 + x1) / 2.0,
-                    y + lane_h / 2.0 + size * 0.35,
+                    y + f.lane_h / 2.0 + size * 0.35,
                     &label,
                     size,
                     Anchor::Middle,
@@ -289,8 +430,8 @@ pub fn render_window(
             // Split the interval's time among the columns it touches.
             let mut t = iv.start.0;
             while t < iv.end.0 {
-                let col = (((t - from) as f64 / ns_per_px) as usize).min(columns - 1);
-                let col_end = from + (((col + 1) as f64) * ns_per_px).ceil() as u64;
+                let col = (((t - f.from) as f64 / f.ns_per_px) as usize).min(columns - 1);
+                let col_end = f.from + (((col + 1) as f64) * f.ns_per_px).ceil() as u64;
                 let upto = iv.end.0.min(col_end.max(t + 1));
                 let cell = &mut bins[iv.core][col];
                 match cell.iter_mut().find(|(k, _)| *k == key) {
@@ -301,80 +442,53 @@ pub fn render_window(
             }
         }
     }
-    if any_binned {
-        for (core, lane) in bins.iter().enumerate() {
-            let y = lane_y(core);
-            // (owner, first column) of the run being built.
-            let mut run: Option<(usize, usize)> = None;
-            let dominant = |cell: &Vec<(usize, u64)>| {
-                cell.iter()
-                    .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
-                    .map(|(k, _)| *k)
-            };
-            let flush = |run: Option<(usize, usize)>, to: usize, svg: &mut Svg| {
-                if let Some((key, from_px)) = run {
-                    let tip = format!(
-                        "mostly {} on core {core}: {} to {} {unit} (merged sub-pixel intervals)",
-                        key_name(scenario, key),
-                        chart::num((from_px as f64 * ns_per_px + from as f64) / div),
-                        chart::num((to as f64 * ns_per_px + from as f64) / div)
-                    );
-                    let x0 = LEFT + from_px as f64;
-                    let w = (to - from_px) as f64;
-                    svg.rect(
-                        x0,
-                        y,
-                        w.min(LEFT + plot_w - x0),
-                        lane_h,
-                        &chart::color(key),
-                        Some(&tip),
-                    );
-                }
-            };
-            for (col, cell) in lane.iter().enumerate() {
-                let d = dominant(cell);
-                let same = matches!((run, d), (Some((k, _)), Some(dk)) if k == dk);
-                if !same {
-                    flush(run, col, &mut svg);
-                    run = d.map(|k| (k, col));
-                }
-            }
-            flush(run, columns, &mut svg);
-        }
-    }
-    // Deadline misses: a black line across the lanes at the missed deadline.
-    let misses = crate::chrome::deadline_misses(trace, Nanos(run_end));
-    for m in misses
-        .iter()
-        .filter(|m| m.deadline.0 >= from && m.deadline.0 <= end_ns)
-    {
-        let x = x_of(m.deadline.0);
-        let tip = format!(
-            "deadline miss: {} job {} (deadline {} {unit}{})",
-            scenario.tasks()[m.task].name(),
-            m.job,
-            chart::num(m.deadline.0 as f64 / div),
-            m.finish.map_or(", unfinished".into(), |f| format!(
-                ", finished {} {unit}",
-                chart::num(f.0 as f64 / div)
-            ))
-        );
-        svg.rect(x - 1.0, top - 4.0, 2.0, plot_h + 8.0, "#111111", Some(&tip));
-    }
-    if !jobs.is_empty() {
-        let ticks = JobTicks {
-            y: top - marks_h,
-            row_h: marks_h / 2.0,
-            from,
-            to: end_ns,
-            ns_per_px,
-            div,
-            unit,
+    any_binned.then_some(bins)
+}
+
+/// The binned columns: each takes the colour of the owner that ran longest in it, and runs
+/// of equal columns become one rectangle.
+fn draw_bins(svg: &mut Svg, f: &Frame, scenario: &Scenario, bins: &Bins) {
+    let (unit, div, from, ns_per_px) = (f.unit, f.div, f.from, f.ns_per_px);
+    for (core, lane) in bins.iter().enumerate() {
+        let columns = lane.len();
+        let y = f.lane_y(core);
+        // (owner, first column) of the run being built.
+        let mut run: Option<(usize, usize)> = None;
+        let dominant = |cell: &Vec<(usize, u64)>| {
+            cell.iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map(|(k, _)| *k)
         };
-        ticks.draw(&mut svg, scenario, &jobs);
+        let flush = |run: Option<(usize, usize)>, to: usize, svg: &mut Svg| {
+            if let Some((key, from_px)) = run {
+                let tip = format!(
+                    "mostly {} on core {core}: {} to {} {unit} (merged sub-pixel intervals)",
+                    key_name(scenario, key),
+                    chart::num((from_px as f64 * ns_per_px + from as f64) / div),
+                    chart::num((to as f64 * ns_per_px + from as f64) / div)
+                );
+                let x0 = LEFT + from_px as f64;
+                let w = (to - from_px) as f64;
+                svg.rect(
+                    x0,
+                    y,
+                    w.min(LEFT + f.plot_w - x0),
+                    f.lane_h,
+                    &chart::color(key),
+                    Some(&tip),
+                );
+            }
+        };
+        for (col, cell) in lane.iter().enumerate() {
+            let d = dominant(cell);
+            let same = matches!((run, d), (Some((k, _)), Some(dk)) if k == dk);
+            if !same {
+                flush(run, col, svg);
+                run = d.map(|k| (k, col));
+            }
+        }
+        flush(run, columns, svg);
     }
-    svg.frame(LEFT, top, plot_w, plot_h, "#888888");
-    svg.finish()
 }
 
 /// Where the release and deadline ticks of real-time jobs go: a row each above the lanes,

@@ -130,107 +130,190 @@ pub fn human(x: f64) -> String {
     format!("{x:.0}")
 }
 
-/// Estimates the work of simulating `s` (see the module docs).
-pub fn estimate(s: &Scenario) -> Estimate {
-    let h = s.horizon().0 as f64;
-    let cores = s.cores() as f64;
-    let threads: f64 = s.processes().iter().map(|p| p.threads() as f64).sum();
-    let mut drivers = Vec::new();
-    let mut add = |what: String, keys: Vec<&'static str>, events: f64| {
-        if events >= 1.0 {
-            drivers.push(Driver { what, keys, events });
-        }
-    };
-    let horizon = s.horizon();
+/// The terms gathered so far, and the instants with events that they imply (each instant
+/// costs a decision step on every other core: the last term).
+struct Terms {
+    drivers: Vec<Driver>,
+    instants: f64,
+}
 
-    // How long processes can keep cores busy: to the horizon if any runs until it, else
-    // until the last arrival plus the total work spread over the cores it can use.
-    let unbounded = s.processes().iter().any(|p| p.burst().is_none()) || !s.tasks().is_empty();
-    let busy = threads.min(cores);
-    let span = if unbounded || busy == 0.0 {
-        h
-    } else {
-        let work: f64 = s
-            .processes()
-            .iter()
-            .map(|p| p.burst().map_or(0.0, |b| b.0 as f64) * p.threads() as f64)
-            .sum();
-        let last = s
-            .processes()
-            .iter()
-            .map(|p| p.arrival().0)
-            .max()
-            .unwrap_or(0) as f64;
-        h.min(last + work / busy)
+impl Terms {
+    /// Adds a term; those under one event are left out.
+    fn add(&mut self, what: String, keys: Vec<&'static str>, events: f64) {
+        if events >= 1.0 {
+            self.drivers.push(Driver { what, keys, events });
+        }
+    }
+}
+
+/// The facts every term reads: the horizon and the span the work can keep cores busy.
+struct Shape {
+    /// The horizon, ns.
+    h: f64,
+    cores: f64,
+    /// Process threads in all.
+    threads: f64,
+    /// Cores the threads can keep busy.
+    busy: f64,
+    /// How long processes can keep cores busy, ns: to the horizon if any runs until it, else
+    /// until the last arrival plus the total work spread over the cores it can use.
+    span: f64,
+}
+
+impl Shape {
+    fn of(s: &Scenario) -> Shape {
+        let h = s.horizon().0 as f64;
+        let cores = s.cores() as f64;
+        let threads: f64 = s.processes().iter().map(|p| p.threads() as f64).sum();
+        let unbounded = s.processes().iter().any(|p| p.burst().is_none()) || !s.tasks().is_empty();
+        let busy = threads.min(cores);
+        let span = if unbounded || busy == 0.0 {
+            h
+        } else {
+            let work: f64 = s
+                .processes()
+                .iter()
+                .map(|p| p.burst().map_or(0.0, |b| b.0 as f64) * p.threads() as f64)
+                .sum();
+            let last = s
+                .processes()
+                .iter()
+                .map(|p| p.arrival().0)
+                .max()
+                .unwrap_or(0) as f64;
+            h.min(last + work / busy)
+        };
+        Shape {
+            h,
+            cores,
+            threads,
+            busy,
+            span,
+        }
+    }
+
+    fn span_n(&self) -> Nanos {
+        Nanos(self.span as u64)
+    }
+}
+
+/// Estimates the work of simulating `s` (see the module docs): one step per mechanism of the
+/// engine, in the order the module docs list them.
+pub fn estimate(s: &Scenario) -> Estimate {
+    let shape = Shape::of(s);
+    let mut terms = Terms {
+        drivers: Vec::new(),
+        instants: s.processes().len() as f64,
     };
-    let span_n = Nanos(span as u64);
-    add(
+    let threads = shape.threads;
+    terms.add(
         format!("arrivals and ends: 2 x {threads} process threads"),
         vec!["process.threads"],
         2.0 * threads,
     );
-    let mut instants = s.processes().len() as f64;
-    if busy > 0.0 {
-        if let Some((slice, mut keys)) = slice(s, threads / cores) {
-            let per_core = span / slice.max(1.0);
-            instants += per_core;
-            keys.push("run.horizon");
-            add(
-                format!(
-                    "slice ends: {busy} busy cores x {span_n} / a slice of {}",
-                    Nanos(slice as u64)
-                ),
-                keys,
-                busy * per_core,
-            );
-        }
+    slice_ends(s, &shape, &mut terms);
+    sleep_phases(s, &shape, &mut terms);
+    periodic(s, &shape, &mut terms);
+    real_time_jobs(s, &shape, &mut terms);
+    // The core that has the instant's event is counted by its event; the others are extra.
+    let instants = terms.instants;
+    terms.add(
+        format!(
+            "decisions: about {} instants x {} more cores offered a thread",
+            human(instants),
+            shape.cores - 1.0
+        ),
+        vec!["cores"],
+        instants * (shape.cores - 1.0),
+    );
+    let mut drivers = terms.drivers;
+    drivers.sort_by(|a, b| b.events.total_cmp(&a.events));
+    Estimate {
+        events: drivers.iter().map(|d| d.events).sum(),
+        drivers,
     }
+}
+
+/// Slice ends on every busy core.
+fn slice_ends(s: &Scenario, shape: &Shape, terms: &mut Terms) {
+    let busy = shape.busy;
+    if busy <= 0.0 {
+        return;
+    }
+    if let Some((slice, mut keys)) = slice(s, shape.threads / shape.cores) {
+        let per_core = shape.span / slice.max(1.0);
+        terms.instants += per_core;
+        keys.push("run.horizon");
+        terms.add(
+            format!(
+                "slice ends: {busy} busy cores x {} / a slice of {}",
+                shape.span_n(),
+                Nanos(slice as u64)
+            ),
+            keys,
+            busy * per_core,
+        );
+    }
+}
+
+/// Two events per `pattern` cycle per thread.
+fn sleep_phases(s: &Scenario, shape: &Shape, terms: &mut Terms) {
     for p in s.processes() {
-        if let Some(pattern) = p.pattern() {
-            let cycle: u64 = pattern
-                .iter()
-                .map(|ph| match *ph {
-                    schedkit_core::scenario::Phase::Run(d)
-                    | schedkit_core::scenario::Phase::Sleep(d) => d.0,
-                })
-                .sum();
-            let cycles = span / cycle.max(1) as f64;
-            instants += cycles;
-            add(
-                format!(
-                    "sleep phases of \"{}\": {} threads x {span_n} / a cycle of {}",
-                    p.name(),
-                    p.threads(),
-                    Nanos(cycle)
-                ),
-                vec!["process.pattern", "run.horizon"],
-                2.0 * p.threads() as f64 * cycles,
-            );
-        }
+        let Some(pattern) = p.pattern() else { continue };
+        let cycle: u64 = pattern
+            .iter()
+            .map(|ph| match *ph {
+                schedkit_core::scenario::Phase::Run(d)
+                | schedkit_core::scenario::Phase::Sleep(d) => d.0,
+            })
+            .sum();
+        let cycles = shape.span / cycle.max(1) as f64;
+        terms.instants += cycles;
+        terms.add(
+            format!(
+                "sleep phases of \"{}\": {} threads x {} / a cycle of {}",
+                p.name(),
+                p.threads(),
+                shape.span_n(),
+                Nanos(cycle)
+            ),
+            vec!["process.pattern", "run.horizon"],
+            2.0 * p.threads() as f64 * cycles,
+        );
     }
+}
+
+/// The controller's ticks over every thread, and the dispatcher's load balancing over every
+/// core.
+fn periodic(s: &Scenario, shape: &Shape, terms: &mut Terms) {
+    let (span_n, threads, cores) = (shape.span_n(), shape.threads, shape.cores);
     if let Some((period, key)) = controller_period(s) {
-        let ticks = span / period.0.max(1) as f64;
-        instants += ticks;
-        add(
+        let ticks = shape.span / period.0.max(1) as f64;
+        terms.instants += ticks;
+        terms.add(
             format!("controller ticks: {span_n} / {period}, each over {threads} threads"),
             vec![key, "process.threads", "run.horizon"],
             ticks * (1.0 + threads),
         );
     }
     if let Some(iv) = balance_interval(s) {
-        let runs = span / iv.0.max(1) as f64;
-        instants += runs;
-        add(
+        let runs = shape.span / iv.0.max(1) as f64;
+        terms.instants += runs;
+        terms.add(
             format!("load balancing: {span_n} / {iv}, each over {cores} cores"),
             vec!["policy.balance_interval", "cores", "run.horizon"],
             runs * cores,
         );
     }
+}
+
+/// Per real-time job, its release and two events per thread of each region.
+fn real_time_jobs(s: &Scenario, shape: &Shape, terms: &mut Terms) {
     let mut jobs_total = 0.0;
     let mut task_events = 0.0;
     let mut worst: Option<(&str, f64)> = None;
     for t in s.tasks() {
-        let jobs = ((h - t.offset().0 as f64) / t.period().0.max(1) as f64)
+        let jobs = ((shape.h - t.offset().0 as f64) / t.period().0.max(1) as f64)
             .ceil()
             .max(1.0);
         let per_job: f64 = t
@@ -249,31 +332,17 @@ pub fn estimate(s: &Scenario) -> Estimate {
         }
     }
     if let Some((name, _)) = worst {
-        instants += jobs_total;
-        add(
+        terms.instants += jobs_total;
+        terms.add(
             format!(
-                "real-time jobs: {} jobs of {} tasks over {horizon} (most from \"{name}\")",
+                "real-time jobs: {} jobs of {} tasks over {} (most from \"{name}\")",
                 human(jobs_total),
-                s.tasks().len()
+                s.tasks().len(),
+                s.horizon()
             ),
             vec!["task.period", "task.regions", "run.horizon"],
             task_events,
         );
-    }
-    // The core that has the instant's event is counted by its event; the others are extra.
-    add(
-        format!(
-            "decisions: about {} instants x {} more cores offered a thread",
-            human(instants),
-            cores - 1.0
-        ),
-        vec!["cores"],
-        instants * (cores - 1.0),
-    );
-    drivers.sort_by(|a, b| b.events.total_cmp(&a.events));
-    Estimate {
-        events: drivers.iter().map(|d| d.events).sum(),
-        drivers,
     }
 }
 

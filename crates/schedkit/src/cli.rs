@@ -3,7 +3,6 @@
 //! dead run's changes must be restored first (`schedkit restore`, or `run --restore-stale`).
 
 use crate::failure::{Failure, EXIT_BAD_INPUT};
-use crate::output::{self, ReportArgs};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,7 +23,7 @@ struct Cli {
 enum Command {
     /// Simulate a scenario file on modelled cores and print the report.
     #[command(after_help = crate::help::sim())]
-    Sim(SimArgs),
+    Sim(crate::simcmd::SimArgs),
     /// Measure the simulator's speed (events/s, jobs/s, peak memory) and export task sets for
     /// peer simulators.
     #[command(subcommand, after_help = crate::help::BENCH)]
@@ -133,31 +132,6 @@ enum ExperimentCommand {
     Fidelity(crate::experiment_fidelity::FidelityArgs),
 }
 
-#[derive(Args)]
-struct SimArgs {
-    /// Scenario file (TOML; see docs/scenario.md).
-    file: PathBuf,
-    #[command(flatten)]
-    overrides: crate::simcmd::SimOverrides,
-    #[command(flatten)]
-    report: ReportArgs,
-    #[command(flatten)]
-    sweep: crate::sweep::SweepArgs,
-    /// Also draw a Gantt chart (one lane per core, a colour per process) into this SVG file.
-    #[arg(long, value_name = "FILE.svg")]
-    gantt: Option<PathBuf>,
-    /// Also write the trace as Chrome trace-event JSON (opens in Perfetto) into this file.
-    #[arg(long, value_name = "FILE.json")]
-    trace: Option<PathBuf>,
-    /// Limit --gantt and --trace to a time window, e.g. `2s..2.1s`.
-    #[arg(long, value_name = "FROM..TO")]
-    window: Option<String>,
-    /// Also write summary, threads, processes, groups and intervals (with --sweep: the sweep
-    /// rows) as Parquet files into this directory.
-    #[arg(long, value_name = "DIR")]
-    parquet: Option<PathBuf>,
-}
-
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -168,7 +142,7 @@ pub fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Sim(a) => sim(a),
+        Command::Sim(a) => crate::simcmd::sim(a),
         Command::Bench(b) => crate::bench::run(b),
         Command::Compare(a) => crate::compare::compare(a),
         Command::Run(a) => crate::run::run(a),
@@ -199,52 +173,6 @@ pub fn main() -> ExitCode {
             ExitCode::from(f.status)
         }
     }
-}
-
-fn sim(a: SimArgs) -> Result<(), Failure> {
-    if a.sweep.sweep.is_some() {
-        if a.overrides.any() {
-            return Err(Failure {
-                status: EXIT_BAD_INPUT,
-                message: "--policy, --cores, --horizon and --seed apply to one simulation; \
-                          with --sweep, name policies with --policies and set the rest in \
-                          the file"
-                    .into(),
-            });
-        }
-        return crate::sweep::run(&a.file, &a.sweep, a.report.json, a.parquet.as_deref());
-    }
-    let loaded = crate::simcmd::load(&a.file, &a.overrides)?;
-    let scenario = &loaded.scenario;
-    let keep_trace = a.gantt.is_some() || a.trace.is_some() || a.parquet.is_some();
-    let window = output::window(a.window.as_deref(), keep_trace)?;
-    let (report, trace, stats) =
-        crate::simcmd::simulate(&loaded, a.overrides.max_events, keep_trace)?;
-    output::emit(&report, &a.report)?;
-    // The dispatcher's own counters (PAWS and WS steals, ...) after the shared table.
-    if !a.report.json && !a.report.csv && !stats.policy_counters.is_empty() {
-        let c: Vec<String> = stats
-            .policy_counters
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        println!("\n{} counters: {}", report.policy, c.join(", "));
-    }
-    if let (Some(dir), Some(trace)) = (&a.parquet, &trace) {
-        crate::io_cmds::sim_parquet(dir, scenario, &report, trace)?;
-    }
-    if let Some(trace) = trace {
-        output::write_trace_outputs_in(
-            scenario,
-            &report,
-            &trace,
-            stats.end,
-            a.gantt.as_deref(),
-            a.trace.as_deref(),
-            window,
-        )?;
-    }
-    Ok(())
 }
 
 /// `schedkit policies`: the one list of the library, one line each.

@@ -39,7 +39,8 @@ pub fn compare(a: CompareArgs) -> Result<(), Failure> {
     // The intervals table needs every run's trace, which `run_all` does not keep.
     let reports = if let Some(dir) = &a.parquet {
         let runs = schedkit_io::compare::run_traced(&scenario, &policies, &bar())?;
-        crate::io_cmds::compare_parquet(dir, &scenario, &runs)?;
+        let tables = schedkit_io::tables::compare_tables(&scenario, &runs)?;
+        crate::io_cmds::write_parquet(dir, &tables)?;
         runs.into_iter().map(|r| r.report).collect()
     } else {
         run_all(&scenario, &policies, &bar())?

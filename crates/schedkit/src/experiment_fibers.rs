@@ -83,15 +83,8 @@ pub fn run(a: FibersGaussArgs) -> Result<(), Failure> {
         for w in &r.warnings {
             eprintln!("warning: {w}");
         }
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "rows": r.rows,
-                "workers": r.workers,
-                "warnings": r.warnings,
-            }))
-            .expect("json")
-        );
+        let doc = serde_json::to_string_pretty(&render::json(&r)).expect("json");
+        println!("{doc}");
     } else {
         print!("{}", render::text(&r));
     }

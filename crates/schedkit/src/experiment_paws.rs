@@ -7,8 +7,7 @@ use crate::failure::Failure;
 use crate::machine::ThisMachine;
 use crate::progress::Bar;
 use clap::{Args, ValueEnum};
-use schedkit_core::Nanos;
-use schedkit_experiments::paws::{self, render, PawsOptions, Plan};
+use schedkit_experiments::paws::{self, render, PawsFlags, PawsOptions, Plan};
 use schedkit_experiments::Error;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -74,36 +73,20 @@ impl From<WindowSet> for paws::WindowSet {
 
 impl PawsExpArgs {
     fn options(&self) -> Result<PawsOptions, Error> {
-        let bad = |m: String| Error::BadInput(m);
-        let (sets, duration, sim_horizon) = if self.flags.quick {
-            let sets = self.sets.min(paws::QUICK_SETS);
-            (sets, paws::QUICK_DURATION, paws::QUICK_HORIZON)
-        } else {
-            let d = Nanos::parse(&self.duration).map_err(|e| bad(format!("--duration: {e}")))?;
-            let h =
-                Nanos::parse(&self.sim_horizon).map_err(|e| bad(format!("--sim-horizon: {e}")))?;
-            (self.sets, d, h)
-        };
-        let real = if self.flags.sim_only {
-            Vec::new()
-        } else {
-            paws::parse_policies(
-                &self.real,
-                &schedkit_runtime::tasks::REAL_TASK_POLICIES,
-                "--real",
-            )?
-        };
-        Ok(PawsOptions {
+        PawsFlags {
+            quick: self.flags.quick,
+            sim_only: self.flags.sim_only,
             cores: self.cores,
-            sets,
-            duration,
-            sim_horizon,
+            sets: self.sets,
+            duration: &self.duration,
+            sim_horizon: &self.sim_horizon,
             seed: self.seed,
             windows: self.windows.into(),
-            real,
-            sim: paws::parse_policies(&self.sim, &paws::SIM_POLICIES, "--sim")?,
+            real: &self.real,
+            sim: &self.sim,
             stall_witness: self.stall_witness,
-        })
+        }
+        .options()
     }
 }
 

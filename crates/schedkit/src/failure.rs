@@ -54,6 +54,26 @@ impl From<schedkit_linux::Error> for Failure {
     }
 }
 
+/// `import`, `export`, `sweep merge` and the Parquet outputs: bad input 2, else 1.
+impl From<schedkit_io::Error> for Failure {
+    fn from(e: schedkit_io::Error) -> Failure {
+        Failure {
+            status: if e.is_bad_input() { EXIT_BAD_INPUT } else { 1 },
+            message: e.to_string(),
+        }
+    }
+}
+
+/// `schedkit ctl`'s failures: a refused input 2, an unreachable, busy or gone run 1.
+impl From<schedkit_linux::ctl::ClientError> for Failure {
+    fn from(e: schedkit_linux::ctl::ClientError) -> Failure {
+        Failure {
+            status: if e.bad_input { EXIT_BAD_INPUT } else { 1 },
+            message: e.message,
+        }
+    }
+}
+
 impl From<schedkit_experiments::Error> for Failure {
     fn from(e: schedkit_experiments::Error) -> Failure {
         use schedkit_experiments::Error;

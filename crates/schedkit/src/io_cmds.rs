@@ -1,23 +1,14 @@
-//! `schedkit import simso`, `schedkit export simso`, `schedkit sweep merge`, and the
-//! `--parquet DIR` output of `sim`, `compare` and sweeps. The work is `schedkit_io`'s; this
+//! `schedkit import simso`, `schedkit export simso`, `schedkit sweep merge`, and writing the
+//! `--parquet DIR` tables of `sim`, `compare` and sweeps. The work is `schedkit_io`'s; this
 //! module parses arguments, prints warnings, and writes files.
 
-use crate::failure::{Failure, EXIT_BAD_INPUT};
+use crate::failure::Failure;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use schedkit_core::scenario::Scenario;
 use schedkit_io::shard::SweepDoc;
 use schedkit_io::tables::{self, Table};
 use std::path::{Path, PathBuf};
-
-impl From<schedkit_io::Error> for Failure {
-    fn from(e: schedkit_io::Error) -> Failure {
-        Failure {
-            status: if e.is_bad_input() { EXIT_BAD_INPUT } else { 1 },
-            message: e.to_string(),
-        }
-    }
-}
 
 #[derive(Subcommand)]
 pub enum ImportCommand {
@@ -114,23 +105,4 @@ pub fn print_sweep(doc: &SweepDoc, json: bool) -> Result<(), Failure> {
 pub fn write_parquet(dir: &Path, tables: &[Table]) -> Result<(), Failure> {
     schedkit_io::parquet::write_tables(dir, tables)?;
     Ok(())
-}
-
-/// `sim --parquet DIR`: summary, threads, processes, groups and intervals.
-pub fn sim_parquet(
-    dir: &Path,
-    scenario: &Scenario,
-    report: &schedkit_core::Report,
-    trace: &schedkit_core::TraceLog,
-) -> Result<(), Failure> {
-    write_parquet(dir, &tables::sim_tables(scenario, report, trace))
-}
-
-/// `compare --parquet DIR`: the same five tables over every run, with a `policy` column.
-pub fn compare_parquet(
-    dir: &Path,
-    scenario: &Scenario,
-    runs: &[schedkit_io::compare::Run],
-) -> Result<(), Failure> {
-    write_parquet(dir, &tables::compare_tables(scenario, runs)?)
 }

@@ -44,17 +44,7 @@ pub fn window(
     if !has_outputs {
         return Err(bad("limits --gantt and --trace; give one of them".into()));
     }
-    let (a, b) = w
-        .split_once("..")
-        .ok_or_else(|| bad("give it as FROM..TO, e.g. 2s..2.1s".into()))?;
-    let (a, b) = (
-        Nanos::parse(a.trim()).map_err(bad)?,
-        Nanos::parse(b.trim()).map_err(bad)?,
-    );
-    if b <= a {
-        return Err(bad("TO must be after FROM".into()));
-    }
-    Ok(Some((a, b)))
+    Nanos::parse_window(w).map(Some).map_err(bad)
 }
 
 /// Writes the Gantt chart (SVG) and/or the Chrome trace (JSON) of a run.

@@ -1,17 +1,18 @@
-//! What `schedkit sim` and `compare` do around the simulation: read the scenario for a run
-//! (errors show the offending line with a caret under the value, warnings are printed), apply
-//! the command-line overrides through the same checks as the file, refuse what the event
-//! budget says would not finish, and simulate with a progress bar on a terminal and a clean
-//! stop on Ctrl-C.
+//! `schedkit sim`, and what `sim`, `compare` and `run FILE` do around a simulation: read the
+//! scenario with the command line's overrides (`Scenario::load_for_run`; errors and warnings
+//! drawn with a caret by `schedkit_render::diagnostic`, warnings printed), refuse what the
+//! event budget says would not finish, and simulate with a progress bar on a terminal and a
+//! clean stop on Ctrl-C.
 
 use crate::failure::{Failure, EXIT_BAD_INPUT, EXIT_INTERRUPTED};
-use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
+use crate::output::{self, ReportArgs};
 use clap::Args;
-use schedkit_core::scenario::{Diagnostic, Scenario, ScenarioError};
+use schedkit_core::scenario::{Diagnostic, Loaded, Overrides, Scenario};
 use schedkit_core::Nanos;
+use schedkit_render::diagnostic::{render, Severity};
 use schedkit_sim::budget;
 use std::io::IsTerminal;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// [`DEFAULT_MAX_EVENTS`] as help prints it (a test keeps the two equal).
 pub const DEFAULT_MAX_EVENTS_TEXT: &str = "100000000";
@@ -51,109 +52,107 @@ impl Default for SimOverrides {
 }
 
 impl SimOverrides {
-    /// Whether any of the scenario overrides is given (not the budget).
-    pub fn any(&self) -> bool {
-        self.policy.is_some()
-            || self.cores.is_some()
-            || self.horizon.is_some()
-            || self.seed.is_some()
+    /// The scenario overrides (not the budget).
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            policy: self.policy.clone(),
+            cores: self.cores,
+            horizon: self.horizon,
+            seed: self.seed,
+        }
     }
+}
+
+#[derive(Args)]
+pub struct SimArgs {
+    /// Scenario file (TOML; see docs/scenario.md).
+    file: PathBuf,
+    #[command(flatten)]
+    overrides: SimOverrides,
+    #[command(flatten)]
+    report: ReportArgs,
+    #[command(flatten)]
+    sweep: crate::sweep::SweepArgs,
+    /// Also draw a Gantt chart (one lane per core, a colour per process) into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    gantt: Option<PathBuf>,
+    /// Also write the trace as Chrome trace-event JSON (opens in Perfetto) into this file.
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<PathBuf>,
+    /// Limit --gantt and --trace to a time window, e.g. `2s..2.1s`.
+    #[arg(long, value_name = "FROM..TO")]
+    window: Option<String>,
+    /// Also write summary, threads, processes, groups and intervals (with --sweep: the sweep
+    /// rows) as Parquet files into this directory.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
+}
+
+/// `schedkit sim FILE`: one simulation (or, with `--sweep`, a sweep of generated task sets).
+pub fn sim(a: SimArgs) -> Result<(), Failure> {
+    if a.sweep.sweep.is_some() {
+        if a.overrides.overrides().any() {
+            return Err(Failure {
+                status: EXIT_BAD_INPUT,
+                message: "--policy, --cores, --horizon and --seed apply to one simulation; \
+                          with --sweep, name policies with --policies and set the rest in \
+                          the file"
+                    .into(),
+            });
+        }
+        return crate::sweep::run(&a.file, &a.sweep, a.report.json, a.parquet.as_deref());
+    }
+    let loaded = load(&a.file, &a.overrides)?;
+    let scenario = &loaded.scenario;
+    let keep_trace = a.gantt.is_some() || a.trace.is_some() || a.parquet.is_some();
+    let window = output::window(a.window.as_deref(), keep_trace)?;
+    let (report, trace, stats) = simulate(&loaded, a.overrides.max_events, keep_trace)?;
+    output::emit(&report, &a.report)?;
+    // The dispatcher's own counters (PAWS and WS steals, ...) after the shared table.
+    if !a.report.json && !a.report.csv && !stats.policy_counters.is_empty() {
+        let c: Vec<String> = stats
+            .policy_counters
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        println!("\n{} counters: {}", report.policy, c.join(", "));
+    }
+    if let (Some(dir), Some(trace)) = (&a.parquet, &trace) {
+        let tables = schedkit_io::tables::sim_tables(scenario, &report, trace);
+        crate::io_cmds::write_parquet(dir, &tables)?;
+    }
+    if let Some(trace) = trace {
+        output::write_trace_outputs_in(
+            scenario,
+            &report,
+            &trace,
+            stats.end,
+            a.gantt.as_deref(),
+            a.trace.as_deref(),
+            window,
+        )?;
+    }
+    Ok(())
 }
 
 /// An input error as printed: the located line, then the offending line with a caret.
 fn bad_input(d: &Diagnostic, text: Option<&str>) -> Failure {
     Failure {
         status: EXIT_BAD_INPUT,
-        message: render(d, text, Level::ERROR),
+        message: render(d, text, Severity::Error),
     }
 }
 
-/// `file:line:col: `field`: message`, then, where the span is known, the line with a caret
-/// under the value (annotate-snippets; only the one line is handed over, so a file of a
-/// million lines costs nothing here).
-fn render(d: &Diagnostic, text: Option<&str>, level: Level<'_>) -> String {
-    let head = d.error.to_string();
-    let (Some(text), Some(span)) = (text, d.span.clone()) else {
-        return head;
-    };
-    if span.start > text.len() {
-        return head;
-    }
-    let line_start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[span.start..]
-        .find('\n')
-        .map_or(text.len(), |i| span.start + i);
-    let line = &text[line_start..line_end];
-    let start = span.start - line_start;
-    let end = (span.end.min(line_end) - line_start)
-        .max(start + 1)
-        .min(line.len());
-    if start >= end {
-        return head;
-    }
-    let report = &[Group::with_level(level).element(
-        Snippet::source(line)
-            .line_start(d.error.line.max(1))
-            .path(d.error.file.as_str())
-            .annotation(
-                AnnotationKind::Primary
-                    .span(start..end)
-                    .label(&d.error.field),
-            ),
-    )];
-    let snippet = Renderer::plain().render(report);
-    format!("{head}\n{snippet}")
-}
-
-/// A scenario read for a run, and its text (where the budget's refusal points).
-pub struct Loaded {
-    pub scenario: Scenario,
-    pub text: String,
-}
-
-/// Reads a scenario for a run: parse errors and runnability errors (no work, work after
-/// the horizon) as input failures with a caret; warnings printed on stderr.
+/// Reads a scenario for a run with `overrides` applied: errors as input failures with a
+/// caret; warnings printed on stderr.
 pub fn load(path: &Path, overrides: &SimOverrides) -> Result<Loaded, Failure> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        bad_input(
-            &Diagnostic::from(ScenarioError {
-                file: file.clone(),
-                line: 0,
-                column: 0,
-                field: "file".into(),
-                message: format!("cannot read scenario: {e}"),
-            }),
-            None,
-        )
-    })?;
-    let mut scenario =
-        Scenario::parse_located(&file, &text).map_err(|d| bad_input(&d, Some(&text)))?;
-    // Overrides first, each checked as its key in the file would be; then the scenario as a
-    // whole, so that `--horizon` meets the same horizon checks as `[run] horizon`.
-    let over = |r: Result<Scenario, ScenarioError>| r.map_err(|e| bad_input(&e.into(), None));
-    if let Some(p) = &overrides.policy {
-        scenario = over(scenario.with_policy(p))?;
+    let loaded = Scenario::load_for_run(path, &overrides.overrides())
+        .map_err(|e| bad_input(&e.diagnostic, e.text.as_deref()))?;
+    for w in &loaded.warnings {
+        let shown = render(w, Some(&loaded.text), Severity::Warning);
+        eprintln!("schedkit: warning: {shown}");
     }
-    if let Some(c) = overrides.cores {
-        scenario = over(scenario.with_cores(c))?;
-    }
-    if let Some(h) = overrides.horizon {
-        scenario = over(scenario.with_horizon(h))?;
-    }
-    if let Some(s) = overrides.seed {
-        scenario = scenario.with_seed(s);
-    }
-    let warnings = scenario
-        .runnable(Some(&text))
-        .map_err(|d| bad_input(&d, Some(&text)))?;
-    for w in &warnings {
-        eprintln!(
-            "schedkit: warning: {}",
-            render(w, Some(&text), Level::WARNING)
-        );
-    }
-    Ok(Loaded { scenario, text })
+    Ok(loaded)
 }
 
 /// Refuses (exit 2) a scenario whose estimated work exceeds `max_events`, naming the keys

@@ -19,6 +19,7 @@
 
 mod builder;
 mod check;
+mod load;
 mod locator;
 mod parse;
 mod policy;
@@ -28,6 +29,7 @@ mod spec;
 mod tests;
 
 pub use builder::ScenarioBuilder;
+pub use load::{LoadError, Loaded, Overrides};
 pub(crate) use locator::Locator;
 pub use policy::*;
 pub use spec::*;

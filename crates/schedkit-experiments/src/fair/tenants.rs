@@ -132,9 +132,38 @@ pub fn json(r: &TenantsResult) -> serde_json::Value {
     )
 }
 
-/// The tables and the targets, as printed.
+/// The tables and the targets, as printed: the shares per weight configuration, the weight
+/// change's recovery, then the targets met or not.
 pub fn text(r: &TenantsResult) -> String {
-    let (s, rows, change_at) = (&r.setup, &r.rows, r.change_at);
+    let (s, rows) = (&r.setup, &r.rows);
+    let mut out = shares_text(s, rows);
+    let (change, met) = change_text(s, rows, r.change_at);
+    out.push_str(&change);
+    out.push_str(&targets_text(rows, met));
+    out
+}
+
+/// The weights of a configuration (`"1:3"`: 1 and 3) and their sum.
+fn weights(config: &str) -> (Vec<u64>, u64) {
+    let ws: Vec<u64> = config.split(':').filter_map(|x| x.parse().ok()).collect();
+    let sum = ws.iter().sum();
+    (ws, sum)
+}
+
+/// Per cell of `r`, how far (points) the group farthest from its weight's fraction is.
+fn largest_dev(r: &Row) -> Vec<f64> {
+    let (ws, sum) = weights(&r.config);
+    r.col(|x| {
+        x.norm_share
+            .iter()
+            .zip(&ws)
+            .map(|(s, w)| (s - *w as f64 / sum as f64).abs() * 100.0)
+            .fold(0.0, f64::max)
+    })
+}
+
+/// The heading and the table of shares per weight configuration.
+fn shares_text(s: &Setup, rows: &[Row]) -> String {
     let mut out = String::new();
     outln!(
         out,
@@ -169,29 +198,29 @@ pub fn text(r: &TenantsResult) -> String {
                 "-".into()
             });
         }
-        let ws: Vec<u64> = r.config.split(':').filter_map(|x| x.parse().ok()).collect();
-        let sum: u64 = ws.iter().sum();
+        let (ws, sum) = weights(&r.config);
         row.push(
             ws.iter()
                 .map(|w| format!("{:.1}", *w as f64 / sum as f64 * 100.0))
                 .collect::<Vec<_>>()
                 .join(" / "),
         );
-        row.push(fmt_ci(
-            &r.col(|x| {
-                x.norm_share
-                    .iter()
-                    .zip(&ws)
-                    .map(|(s, w)| (s - *w as f64 / sum as f64).abs() * 100.0)
-                    .fold(0.0, f64::max)
-            }),
-            2,
-        ));
+        row.push(fmt_ci(&largest_dev(r), 2));
         row.push(fmt_ci(&r.col(|x| x.job_share * 100.0), 1));
         t.add_row(row);
     }
     outln!(out, "{t}");
     outp!(out, "{}", unavailable_lines(rows));
+    out
+}
+
+/// Whether the weight change was met (the median recovery within two periods), the median
+/// recovery and the median time to first within the band, in seconds.
+type Met = (bool, f64, f64);
+
+/// The weight change's table (or why there is none), and the last change row's [`Met`].
+fn change_text(s: &Setup, rows: &[Row], change_at: Nanos) -> (String, Option<Met>) {
+    let mut out = String::new();
     outln!(
         out,
         "\nWeight change: vm1:vm2 = 1:1, then `schedkit ctl set-weight vm2 3` (a separate process) at {:.1} s; \
@@ -257,6 +286,13 @@ pub fn text(r: &TenantsResult) -> String {
     } else {
         outln!(out, "{t}");
     }
+    (out, met)
+}
+
+/// The targets: shares within 2 points of the weights' fractions, the change recovered
+/// within two periods.
+fn targets_text(rows: &[Row], met: Option<Met>) -> String {
+    let mut out = String::new();
     outln!(out, "\nTargets (medians of the real runs):");
     match rows
         .iter()
@@ -266,41 +302,27 @@ pub fn text(r: &TenantsResult) -> String {
                 && r.config != "change"
                 && !r.cells.is_empty()
         })
-        .map(|r| {
-            let ws: Vec<u64> = r.config.split(':').filter_map(|x| x.parse().ok()).collect();
-            let sum: u64 = ws.iter().sum();
-            median(&r.col(|x| {
-                x.norm_share
-                    .iter()
-                    .zip(&ws)
-                    .map(|(s, w)| (s - *w as f64 / sum as f64).abs() * 100.0)
-                    .fold(0.0, f64::max)
-            }))
-        })
+        .map(|r| median(&largest_dev(r)))
         .reduce(f64::max)
     {
-        Some(d) => {
-            outln!(
-        out,
+        Some(d) => outln!(
+            out,
             "  tenants: every group within 2 pp of its weight's fraction: {} (largest {d:.2} pp)",
             ok_word(d <= 2.0)
-        )
-        }
-        None => {
-            outln!(
-                out,
-                "  tenants: not measured (not available in the real engine, or --sim-only)"
-            )
-        }
+        ),
+        None => outln!(
+            out,
+            "  tenants: not measured (not available in the real engine, or --sim-only)"
+        ),
     }
     match met {
         Some((m, v, first)) => outln!(
-        out,
+            out,
             "  tenants: new share within two periods of the change (and kept 1 s): {} ({v:.3} s; first within 2 pp after {first:.3} s)",
             ok_word(m)
         ),
         None => outln!(
-        out,
+            out,
             "  tenants: weight change not measured (tenants or `schedkit ctl` not available, or --sim-only)"
         ),
     }

@@ -29,6 +29,15 @@ pub fn text(r: &FibersResult) -> String {
     out
 }
 
+/// `--json`: the rows, the scheduler threads and the warnings.
+pub fn json(r: &FibersResult) -> serde_json::Value {
+    serde_json::json!({
+        "rows": r.rows,
+        "workers": r.workers,
+        "warnings": r.warnings,
+    })
+}
+
 pub fn times_table(rows: &[Row]) -> Table {
     let mut t = table(&[
         "method",

@@ -25,7 +25,10 @@
 //! generates every set, [`run`] runs them into a [`PawsResult`], and [`render`] makes the
 //! tables, the charts (Figs. 2 and 3) and the JSON.
 
+mod flags;
 pub mod render;
+
+pub use flags::PawsFlags;
 
 use crate::machine::{Machine, TaskRun, TaskRunOptions};
 use crate::progress::Progress;

@@ -80,6 +80,36 @@ impl RestoreReport {
     pub fn ok(&self) -> bool {
         self.journals.iter().all(Restored::ok)
     }
+
+    /// What is left undone over every journal, one clause per kind (changes that failed,
+    /// unusable journals, corrupt lines, refused entries); `None` when [`ok`](Self::ok).
+    /// `schedkit restore` ends with exit status 1 and this text when there is any.
+    pub fn incomplete(&self) -> Option<String> {
+        let (mut unusable, mut corrupt, mut rejected, mut failed) = (0, 0, 0, 0);
+        for r in &self.journals {
+            unusable += usize::from(r.unusable.is_some());
+            corrupt += r.corrupt_lines.len();
+            rejected += r.rejected.len();
+            failed += r.failed().count();
+        }
+        if self.ok() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if failed > 0 {
+            parts.push(format!("{failed} change(s) could not be undone"));
+        }
+        if unusable > 0 {
+            parts.push(format!("{unusable} journal(s) could not be used"));
+        }
+        if corrupt > 0 {
+            parts.push(format!("{corrupt} corrupt line(s)"));
+        }
+        if rejected > 0 {
+            parts.push(format!("{rejected} entry(ies) refused"));
+        }
+        Some(parts.join(", "))
+    }
 }
 
 /// A parsed journal file.
@@ -384,4 +414,35 @@ pub fn dead_journals(dir: &Path, roots: &Roots) -> Vec<PathBuf> {
         .collect();
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod incomplete_tests {
+    use super::*;
+
+    #[test]
+    fn a_clean_restore_is_complete_and_each_problem_is_counted() {
+        let clean = RestoreReport {
+            journals: vec![Restored::default()],
+            ..RestoreReport::default()
+        };
+        assert_eq!(clean.incomplete(), None);
+        let bad = RestoreReport {
+            journals: vec![
+                Restored {
+                    unusable: Some("empty file (no header)".into()),
+                    ..Restored::default()
+                },
+                Restored {
+                    corrupt_lines: vec![3, 5],
+                    ..Restored::default()
+                },
+            ],
+            ..RestoreReport::default()
+        };
+        assert_eq!(
+            bad.incomplete().as_deref(),
+            Some("1 journal(s) could not be used, 2 corrupt line(s)")
+        );
+    }
 }

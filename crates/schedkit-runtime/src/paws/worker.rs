@@ -565,15 +565,45 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
     let mut counters = open_counters(&sh);
     let _plain = super::join::enter(&sh, core);
     // Fibers free to carry new work (see `Fib`), a few made now (`RESERVE`).
-    let mut spare: Vec<Box<Fib>> = (0..RESERVE).map(|_| reserve_carrier(&sh)).collect();
+    let mut spare: Spare = (0..RESERVE).map(|_| reserve_carrier(&sh)).collect();
+    register(&sh, core);
+    let _ = ready.send(());
+    drop(ready);
+    run(&sh, core, &mut spare);
+    for mut f in spare {
+        // SAFETY: a free fiber holds nothing owned across its suspension (see `carrier`).
+        let mut co = f.co.take().unwrap();
+        unsafe { co.force_reset() };
+        let mut warm = WARM.lock();
+        if warm.len() < WARM_CAP {
+            warm.push(co.into_stack());
+        }
+    }
+    let k = read_kernel(&sh, &format!("worker {core}"), cpu, counters.as_mut());
+    sh.kernel.lock().push(k);
+}
+
+/// The pool's state, locked.
+type Locked<'a> = priority_inheriting_lock::PriorityInheritingLockGuard<'a, super::State>;
+
+/// Makes this thread known to the pool: its handle (to unpark it) and its CPU-time clock.
+fn register(sh: &Shared, core: usize) {
     let _ = sh.workers[core].thread.set(std::thread::current());
     let mut clock: libc::clockid_t = 0;
     // SAFETY: the calling thread's id and a valid out-pointer.
     if unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0 {
         let _ = sh.workers[core].cpu_clock.set(clock);
     }
-    let _ = ready.send(());
-    drop(ready);
+}
+
+/// Spare fibers stay boxed, as `Unit::Fiber` carries them: one moves between this list and a
+/// queue entry as a pointer, never by value.
+type Spare = Vec<Box<Fib>>;
+
+/// The worker's loop, until the pool stops with nothing in flight: pick the next entry under
+/// the state lock, run it on a fiber, and when there is nothing to pick run plain work or
+/// park.
+fn run(sh: &Shared, core: usize, spare: &mut Spare) {
     let mut st = sh.state.lock();
     // Set after a park: a wake-up that finds nothing to run is counted.
     let mut woke = false;
@@ -589,118 +619,126 @@ pub(crate) fn main(sh: Arc<Shared>, core: usize, cpu: Option<usize>, ready: Send
                 break;
             }
             drop(st);
-            if woke {
-                PoolCountersAtomic::bump(&sh.counters.empty_wakes);
-            }
-            woke = match super::join::run_plain(&sh, core) {
-                super::join::Idle::Ran => false,
-                super::join::Idle::Park => {
-                    park(&sh);
-                    true
-                }
-                super::join::Idle::Woken => true,
-            };
+            woke = idle(sh, core, woke);
             st = sh.state.lock();
             continue;
         };
         woke = false;
         sh.workers[core].preempt.store(false, Release);
-        note_pick(&sh, core, &item, pending);
+        note_pick(sh, core, &item, pending);
         if left {
             left = false;
             let n = st.sched.wake_for_queued();
             sh.apply(&mut st, n);
         }
         drop(st);
-        let mut fib = match item.payload {
-            Unit::Fiber(_) => {
-                let Unit::Fiber(f) = item.payload else {
-                    unreachable!()
-                };
-                f
+        let fib = fiber_for(sh, item, origin, spare);
+        st = run_fiber(sh, core, fib, spare, &mut left);
+    }
+}
+
+/// Nothing to pick: run plain work, or park until woken. Returns whether the next pick
+/// follows a wake-up (`woke`: this one did, and found nothing; counted).
+fn idle(sh: &Shared, core: usize, woke: bool) -> bool {
+    if woke {
+        PoolCountersAtomic::bump(&sh.counters.empty_wakes);
+    }
+    match super::join::run_plain(sh, core) {
+        super::join::Idle::Ran => false,
+        super::join::Idle::Park => {
+            park(sh);
+            true
+        }
+        super::join::Idle::Woken => true,
+    }
+}
+
+/// The fiber that runs `item`: its own when it is a suspended fiber, else a spare carrier (or
+/// a new one) with the item assigned.
+fn fiber_for(sh: &Shared, item: Item<Unit>, origin: Origin, spare: &mut Spare) -> Box<Fib> {
+    if let Unit::Fiber(_) = item.payload {
+        let Unit::Fiber(f) = item.payload else {
+            unreachable!()
+        };
+        return f;
+    }
+    let f = match spare.pop() {
+        Some(f) => {
+            note_fiber(&item, FiberHow::Spare);
+            f
+        }
+        None => {
+            let (f, how) = carrier(sh);
+            note_fiber(&item, how);
+            f
+        }
+    };
+    *f.assign.borrow_mut() = Some((item, origin));
+    f
+}
+
+/// Runs `fib`, and the fibers it switches to, until this core is free for the next pick:
+/// the fiber went idle, was preempted (filed back; `left` set) or waits on a region that
+/// is not done (`left` set). Returns with the state lock held.
+fn run_fiber<'s>(
+    sh: &'s Shared,
+    core: usize,
+    mut fib: Box<Fib>,
+    spare: &mut Spare,
+    left: &mut bool,
+) -> Locked<'s> {
+    loop {
+        match resume(sh, core, &mut fib) {
+            CoroutineResult::Return(()) => {
+                unreachable!("a fiber with an assignment does not end")
             }
-            _ => {
-                let f = match spare.pop() {
-                    Some(f) => {
-                        note_fiber(&item, FiberHow::Spare);
-                        f
+            CoroutineResult::Yield(Suspend::SwitchTo(it)) => {
+                spare.push(fib);
+                let Unit::Fiber(f) = it.payload else {
+                    unreachable!("SwitchTo carries a suspended fiber")
+                };
+                fib = f;
+            }
+            CoroutineResult::Yield(Suspend::Idle) => {
+                spare.push(fib);
+                return sh.state.lock();
+            }
+            CoroutineResult::Yield(Suspend::Preempt) => {
+                let item = filed(fib);
+                let mut g = sh.state.lock();
+                if let Unit::Fiber(f) = &item.payload {
+                    if let Some(e) = f.entry.borrow().as_ref() {
+                        let c = &e.job.counters;
+                        c.add(&c.preemptions, 1);
+                    }
+                }
+                g.sched.preempted(core, item);
+                *left = true;
+                return g;
+            }
+            CoroutineResult::Yield(Suspend::Wait(region)) => {
+                note_stop(sh, core, StopHow::Waited);
+                let item = filed(fib);
+                let mut g = sh.state.lock();
+                // SAFETY: the region is in the frame of the waiting fiber, which is
+                // suspended.
+                match unsafe { &*region }.wait(item) {
+                    Some(again) => {
+                        drop(g);
+                        let Unit::Fiber(f) = again.payload else {
+                            unreachable!()
+                        };
+                        fib = f;
                     }
                     None => {
-                        let (f, how) = carrier(&sh);
-                        note_fiber(&item, how);
-                        f
-                    }
-                };
-                *f.assign.borrow_mut() = Some((item, origin));
-                f
-            }
-        };
-        st = loop {
-            let r = resume(&sh, core, &mut fib);
-            match r {
-                CoroutineResult::Return(()) => {
-                    unreachable!("a fiber with an assignment does not end")
-                }
-                CoroutineResult::Yield(Suspend::SwitchTo(it)) => {
-                    spare.push(fib);
-                    let Unit::Fiber(f) = it.payload else {
-                        unreachable!("SwitchTo carries a suspended fiber")
-                    };
-                    fib = f;
-                }
-                CoroutineResult::Yield(Suspend::Idle) => {
-                    spare.push(fib);
-                    break sh.state.lock();
-                }
-                CoroutineResult::Yield(Suspend::Preempt) => {
-                    let item = filed(fib);
-                    let mut g = sh.state.lock();
-                    if let Unit::Fiber(f) = &item.payload {
-                        if let Some(e) = f.entry.borrow().as_ref() {
-                            let c = &e.job.counters;
-                            c.add(&c.preemptions, 1);
-                        }
-                    }
-                    g.sched.preempted(core, item);
-                    left = true;
-                    break g;
-                }
-                CoroutineResult::Yield(Suspend::Wait(region)) => {
-                    note_stop(&sh, core, StopHow::Waited);
-                    let item = filed(fib);
-                    let mut g = sh.state.lock();
-                    // SAFETY: the region is in the frame of the waiting fiber, which is
-                    // suspended.
-                    match unsafe { &*region }.wait(item) {
-                        Some(again) => {
-                            drop(g);
-                            let Unit::Fiber(f) = again.payload else {
-                                unreachable!()
-                            };
-                            fib = f;
-                        }
-                        None => {
-                            g.sched.stopped(core);
-                            left = true;
-                            break g;
-                        }
+                        g.sched.stopped(core);
+                        *left = true;
+                        return g;
                     }
                 }
             }
-        };
-    }
-    drop(st);
-    for mut f in spare {
-        // SAFETY: a free fiber holds nothing owned across its suspension (see `carrier`).
-        let mut co = f.co.take().unwrap();
-        unsafe { co.force_reset() };
-        let mut warm = WARM.lock();
-        if warm.len() < WARM_CAP {
-            warm.push(co.into_stack());
         }
     }
-    let k = read_kernel(&sh, &format!("worker {core}"), cpu, counters.as_mut());
-    sh.kernel.lock().push(k);
 }
 
 /// How long an idle worker sleeps at most when plain (non-real-time) work may be pushed: a
