@@ -14,7 +14,9 @@
 use super::*;
 
 impl Metrics {
-    /// `JobRelease` and `Arrive` of job `job` of `task` at `t` (the job's thread runnable).
+    /// `JobRelease` and `Arrive` of a job of `task` at `t` (its one thread runnable). The
+    /// job's release and deadline come back with its finish ([`Metrics::task_job_finished`])
+    /// or, if it never finishes, at the end ([`Metrics::task_job_open`]).
     pub fn task_job_released(&mut self, t: Nanos, task: usize) {
         self.at(t);
         let ts = &mut self.tasks[task];
