@@ -113,6 +113,10 @@ pub fn simulate_report_watched(
     let stats = if keep_trace {
         let mut tee = Tee(&mut metrics, &mut log);
         simulate_watched(scenario, &mut tee, watch)?
+    } else if gedf::eligible(scenario) {
+        // The dedicated engine hands the fold each job's facts directly: the same report
+        // without six or seven events per job through `record`.
+        gedf::run_jobs(scenario, &mut metrics, watch)
     } else {
         simulate_typed(scenario, &mut metrics, watch)?
     };

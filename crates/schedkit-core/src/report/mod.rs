@@ -29,6 +29,7 @@ use std::collections::VecDeque;
 
 mod finish;
 mod fold;
+mod jobs;
 mod sink;
 #[cfg(test)]
 mod tests;
