@@ -1,7 +1,7 @@
 //! The report as text: schedkit's table style, the human report table and the per-thread CSV.
 
 use comfy_table::{presets::UTF8_BORDERS_ONLY, CellAlignment, Table};
-use schedkit_core::report::Report;
+use schedkit_core::report::{Report, ShareReport, Summary, ThreadReport};
 
 /// Milliseconds with three decimals, the unit of every duration in tables.
 pub fn ms(ns: u64) -> String {
@@ -28,10 +28,39 @@ pub fn table(header: &[&str]) -> Table {
 /// Threads listed one per row up to this many; beyond, the process table says it all.
 const MAX_THREAD_ROWS: usize = 64;
 
-/// The human report.
+/// The human report: the heading, the thread and task tables, the process (and group)
+/// shares, the summary and the run's warnings, each a step below.
 pub fn render_table(r: &Report) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
+    let mut out = heading(r);
+    let plain: Vec<&ThreadReport> = r.threads.iter().filter(|t| t.jobs.is_none()).collect();
+    if !plain.is_empty() && plain.len() <= MAX_THREAD_ROWS {
+        out.push_str(&thread_table(&plain));
+        out.push_str("\n\n");
+    }
+    if r.threads.iter().any(|t| t.jobs.is_some()) {
+        out.push_str(&task_table(r));
+        out.push_str("\n\n");
+    }
+    out.push_str(&share_table("process", &r.processes));
+    out.push_str("\n\n");
+    if !r.groups.is_empty() {
+        out.push_str(&share_table("group", &r.groups));
+        out.push_str("\n\n");
+    }
+    out.push_str(&summary_table(&r.summary));
+    out.push('\n');
+    if !r.warnings.is_empty() {
+        out.push_str("\nthis run was not what the scenario asked:\n");
+        for w in &r.warnings {
+            out.push_str(&format!("  - {w}\n"));
+        }
+    }
+    out
+}
+
+/// The first line: engine, policy, cores (and the CPUs a real job had), window.
+fn heading(r: &Report) -> String {
+    format!(
         "{} · policy {} · {} cores{} · window {} ms\n\n",
         r.engine,
         r.policy,
@@ -40,121 +69,122 @@ pub fn render_table(r: &Report) -> String {
             .as_ref()
             .map_or(String::new(), |c| format!(" (job CPUs {c})")),
         ms(r.window_ns)
-    ));
-    let rt = r.threads.iter().any(|t| t.jobs.is_some());
-    let plain: Vec<_> = r.threads.iter().filter(|t| t.jobs.is_none()).collect();
-    if !plain.is_empty() && plain.len() <= MAX_THREAD_ROWS {
-        let mut t = table(&[
-            "thread",
-            "arrival ms",
-            "start ms",
-            "finish ms",
-            "cpu ms",
-            "waiting ms",
-            "turnaround ms",
-            "response ms",
-            "migr",
-            "switches",
+    )
+}
+
+/// One row per thread that is not a periodic task's.
+fn thread_table(threads: &[&ThreadReport]) -> String {
+    let mut t = table(&[
+        "thread",
+        "arrival ms",
+        "start ms",
+        "finish ms",
+        "cpu ms",
+        "waiting ms",
+        "turnaround ms",
+        "response ms",
+        "migr",
+        "switches",
+    ]);
+    for th in threads {
+        t.add_row(vec![
+            th.name.clone(),
+            ms(th.arrival_ns),
+            th.start_ns.map_or("-".into(), ms),
+            th.finish_ns.map_or("-".into(), ms),
+            ms(th.cpu_ns),
+            ms(th.waiting_ns),
+            ms(th.turnaround_ns),
+            th.response_ns.map_or("-".into(), ms),
+            th.migrations.to_string(),
+            th.context_switches.to_string(),
         ]);
-        for th in &plain {
-            t.add_row(vec![
-                th.name.clone(),
-                ms(th.arrival_ns),
-                th.start_ns.map_or("-".into(), ms),
-                th.finish_ns.map_or("-".into(), ms),
-                ms(th.cpu_ns),
-                ms(th.waiting_ns),
-                ms(th.turnaround_ns),
-                th.response_ns.map_or("-".into(), ms),
-                th.migrations.to_string(),
-                th.context_switches.to_string(),
-            ]);
-        }
-        out.push_str(&t.to_string());
-        out.push_str("\n\n");
     }
-    if rt {
-        let mut t = table(&["task", "jobs", "misses", "max response ms", "cpu ms"]);
-        for th in r.threads.iter().filter(|t| t.jobs.is_some()) {
-            t.add_row(vec![
-                th.name.clone(),
-                th.jobs.unwrap_or(0).to_string(),
-                th.deadline_misses.unwrap_or(0).to_string(),
-                th.max_response_ns.map_or("-".into(), ms),
-                ms(th.cpu_ns),
-            ]);
-        }
-        out.push_str(&t.to_string());
-        out.push_str("\n\n");
+    t.to_string()
+}
+
+/// One row per periodic task: its jobs, misses and worst response.
+fn task_table(r: &Report) -> String {
+    let mut t = table(&["task", "jobs", "misses", "max response ms", "cpu ms"]);
+    for th in r.threads.iter().filter(|t| t.jobs.is_some()) {
+        t.add_row(vec![
+            th.name.clone(),
+            th.jobs.unwrap_or(0).to_string(),
+            th.deadline_misses.unwrap_or(0).to_string(),
+            th.max_response_ns.map_or("-".into(), ms),
+            ms(th.cpu_ns),
+        ]);
     }
-    let shares = |title: &str, rows: &[schedkit_core::report::ShareReport]| {
-        // A real run says where each row's CPU time came from ("kernel" or "sampled", the
-        // words before the source's colon), with the sources in full below the table; the
-        // simulator's rows have no source and the table no such column.
-        let sources: Vec<&str> = rows
-            .iter()
-            .filter_map(|p| p.cpu_source.as_deref())
-            .collect();
-        let mut head = vec![
-            title,
-            "threads",
-            "cpu ms",
-            "job %",
-            "GPS job %",
-            "machine %",
-            "lag ms",
-            "max |lag| ms",
-            "avg wait ms",
-            "avg turn ms",
-            "work/s",
+    t.to_string()
+}
+
+/// The shares of processes or groups (`title`) against the job and the machine.
+fn share_table(title: &str, rows: &[ShareReport]) -> String {
+    // A real run says where each row's CPU time came from ("kernel" or "sampled", the
+    // words before the source's colon), with the sources in full below the table; the
+    // simulator's rows have no source and the table no such column.
+    let sources: Vec<&str> = rows
+        .iter()
+        .filter_map(|p| p.cpu_source.as_deref())
+        .collect();
+    let mut head = vec![
+        title,
+        "threads",
+        "cpu ms",
+        "job %",
+        "GPS job %",
+        "machine %",
+        "lag ms",
+        "max |lag| ms",
+        "avg wait ms",
+        "avg turn ms",
+        "work/s",
+    ];
+    if !sources.is_empty() {
+        head.insert(3, "cpu from");
+    }
+    let mut t = table(&head);
+    for p in rows {
+        let mut row = vec![
+            p.name.clone(),
+            p.threads.to_string(),
+            ms(p.cpu_ns),
+            pct(p.job_share),
+            pct(p.ideal_job_share),
+            pct(p.share),
+            format!("{:.3}", p.lag_ns as f64 / 1e6),
+            ms(p.max_abs_lag_ns),
+            ms(p.avg_waiting_ns),
+            ms(p.avg_turnaround_ns),
+            p.work_rate.map_or("-".into(), |w| format!("{w:.1}")),
         ];
         if !sources.is_empty() {
-            head.insert(3, "cpu from");
+            let short = p
+                .cpu_source
+                .as_deref()
+                .map_or("-", |s| s.split(':').next().unwrap_or(s));
+            row.insert(3, short.to_string());
         }
-        let mut t = table(&head);
-        for p in rows {
-            let mut row = vec![
-                p.name.clone(),
-                p.threads.to_string(),
-                ms(p.cpu_ns),
-                pct(p.job_share),
-                pct(p.ideal_job_share),
-                pct(p.share),
-                format!("{:.3}", p.lag_ns as f64 / 1e6),
-                ms(p.max_abs_lag_ns),
-                ms(p.avg_waiting_ns),
-                ms(p.avg_turnaround_ns),
-                p.work_rate.map_or("-".into(), |w| format!("{w:.1}")),
-            ];
-            if !sources.is_empty() {
-                let short = p
-                    .cpu_source
-                    .as_deref()
-                    .map_or("-", |s| s.split(':').next().unwrap_or(s));
-                row.insert(3, short.to_string());
-            }
-            t.add_row(row);
-        }
-        let mut out = t.to_string();
-        let mut seen: Vec<&str> = Vec::new();
-        for s in sources {
-            if !seen.contains(&s) {
-                seen.push(s);
-                out.push_str(&format!("\n  cpu from {s}"));
-            }
-        }
-        if rows.iter().any(|p| p.sampled_cpu_ns.is_some()) {
-            out.push_str("\n  (a kernel-counted row's max |lag| is its lag at the end: the count is read once)");
-        }
-        out
-    };
-    out.push_str(&shares("process", &r.processes));
-    out.push_str("\n\n");
-    if !r.groups.is_empty() {
-        out.push_str(&shares("group", &r.groups));
-        out.push_str("\n\n");
+        t.add_row(row);
     }
-    let s = &r.summary;
+    let mut out = t.to_string();
+    let mut seen: Vec<&str> = Vec::new();
+    for s in sources {
+        if !seen.contains(&s) {
+            seen.push(s);
+            out.push_str(&format!("\n  cpu from {s}"));
+        }
+    }
+    if rows.iter().any(|p| p.sampled_cpu_ns.is_some()) {
+        out.push_str(
+            "\n  (a kernel-counted row's max |lag| is its lag at the end: the count is read once)",
+        );
+    }
+    out
+}
+
+/// The summary's key figures, one per row.
+fn summary_table(s: &Summary) -> String {
     let mut t = table(&["summary", "value"]);
     let rows: Vec<(&str, String)> = vec![
         ("avg waiting ms", ms(s.avg_waiting_ns)),
@@ -182,15 +212,7 @@ pub fn render_table(r: &Report) -> String {
     for (k, v) in rows {
         t.add_row(vec![k.to_string(), v]);
     }
-    out.push_str(&t.to_string());
-    out.push('\n');
-    if !r.warnings.is_empty() {
-        out.push_str("\nthis run was not what the scenario asked:\n");
-        for w in &r.warnings {
-            out.push_str(&format!("  - {w}\n"));
-        }
-    }
-    out
+    t.to_string()
 }
 
 /// The per-thread CSV.
