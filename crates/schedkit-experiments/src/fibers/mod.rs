@@ -116,6 +116,58 @@ impl Peer {
 
 /// Runs every cell `repeat` times and checks every solution; one progress step per run.
 pub fn run(a: &FibersOptions, progress: &dyn Progress) -> Result<FibersResult, Error> {
+    let Plan {
+        size,
+        repeat,
+        threads,
+        peers,
+    } = plan(a)?;
+    let (workers, warnings) = workers_for(a.workers)?;
+    let (cells, skipped) = cells(&a.method, &threads, &peers, size);
+    let sys = Arc::new(System::random(size, a.seed));
+    let runtimes = start_runtimes(&peers, workers)?;
+    progress.start((cells.len() * repeat) as u64);
+    let mut rows = Vec::new();
+    let mut counters = Vec::new();
+    for &cell in &cells {
+        let (row, cnt) = run_cell(a, cell, (&sys, size, repeat), &runtimes, progress)?;
+        let (m, t, p) = cell;
+        if a.counters && matches!(p, Peer::Arch(x) if x != Arch::A0) {
+            for (phase, c) in ["forward", "backward"].iter().zip(cnt) {
+                counters.push(CounterRow {
+                    method: m,
+                    threads: t,
+                    arch: p.name(),
+                    phase,
+                    stats: c.zip(c, |x, _| x / repeat as u64),
+                });
+            }
+        }
+        rows.push(row);
+    }
+    progress.finish();
+    drop(runtimes);
+    Ok(FibersResult {
+        rows,
+        counters,
+        skipped,
+        size,
+        workers,
+        repeat,
+        warnings,
+    })
+}
+
+/// The options with their defaults applied and checked.
+struct Plan {
+    size: usize,
+    repeat: usize,
+    threads: Vec<usize>,
+    peers: Vec<Peer>,
+}
+
+/// Applies the defaults (`--quick` or the paper's) and refuses what cannot run.
+fn plan(a: &FibersOptions) -> Result<Plan, Error> {
     let size = a.size.unwrap_or(if a.quick { 256 } else { 1024 });
     let repeat = a.repeat.unwrap_or(if a.quick { 1 } else { 3 });
     let threads = a.threads.clone().unwrap_or_else(|| {
@@ -166,13 +218,29 @@ pub fn run(a: &FibersOptions, progress: &dyn Progress) -> Result<FibersResult, E
             )));
         }
     }
-    let (workers, warnings) = workers_for(a.workers)?;
+    Ok(Plan {
+        size,
+        repeat,
+        threads,
+        peers,
+    })
+}
 
-    // Cells to run; Method 1 needs a row per thread, Method 2 a row and a column per tile.
+/// One cell: a method, a thread count and a peer.
+type Cell = (u8, usize, Peer);
+
+/// The cells to run, and in words those the system is too small for: Method 1 needs a row
+/// per thread, Method 2 a row and a column per tile.
+fn cells(
+    methods: &[u8],
+    threads: &[usize],
+    peers: &[Peer],
+    size: usize,
+) -> (Vec<Cell>, Vec<String>) {
     let mut cells = Vec::new();
     let mut skipped = Vec::new();
-    for &m in &a.method {
-        for &t in &threads {
+    for &m in methods {
+        for &t in threads {
             let ok = match m {
                 1 => t <= size,
                 _ => {
@@ -181,7 +249,7 @@ pub fn run(a: &FibersOptions, progress: &dyn Progress) -> Result<FibersResult, E
                 }
             };
             if ok {
-                for &p in &peers {
+                for &p in peers {
                     cells.push((m, t, p));
                 }
             } else {
@@ -191,9 +259,12 @@ pub fn run(a: &FibersOptions, progress: &dyn Progress) -> Result<FibersResult, E
             }
         }
     }
+    (cells, skipped)
+}
 
-    let sys = Arc::new(System::random(size, a.seed));
-    let runtimes: Vec<(Arch, Runtime)> = peers
+/// One fiber runtime per architecture asked for (and `may`'s workers, where it runs).
+fn start_runtimes(peers: &[Peer], workers: usize) -> Result<Vec<(Arch, Runtime)>, Error> {
+    let runtimes = peers
         .iter()
         .filter_map(|p| match p {
             Peer::Arch(arch) => Some(*arch),
@@ -210,78 +281,64 @@ pub fn run(a: &FibersOptions, progress: &dyn Progress) -> Result<FibersResult, E
     if peers.contains(&Peer::May) {
         may::config().set_workers(workers).set_stack_size(8 * 1024);
     }
+    Ok(runtimes)
+}
 
-    progress.start((cells.len() * repeat) as u64);
-    let mut rows = Vec::new();
-    let mut counters = Vec::new();
-    for &(m, t, p) in &cells {
-        let mut fw = Vec::new();
-        let mut bw = Vec::new();
-        let mut worst = 0.0f64;
-        let mut cnt = [Stats::default(); 2];
-        for _ in 0..repeat {
-            progress.message(&format!("method {m}, {} threads, {}", t, p.name()));
-            let (f, b, res) = match p {
-                Peer::Arch(arch) => {
-                    let rt = &runtimes.iter().find(|(x, _)| *x == arch).unwrap().1;
-                    solve(&SkBackend(rt, a.counters), &sys, m, t)
-                }
-                #[cfg(feature = "may")]
-                Peer::May => solve(&solve::MayBackend, &sys, m, t),
-                #[cfg(not(feature = "may"))]
-                Peer::May => unreachable!("refused when the options were read"),
+/// A cell's `repeat` solves: its row (median times, worst residual) and the counters of its
+/// forward and backward phases summed over the repeats. A residual of 1e-8 or more is a
+/// wrong solve, not a slow one, and fails the experiment.
+fn run_cell(
+    a: &FibersOptions,
+    (m, t, p): Cell,
+    (sys, size, repeat): (&Arc<System>, usize, usize),
+    runtimes: &[(Arch, Runtime)],
+    progress: &dyn Progress,
+) -> Result<(Row, [Stats; 2]), Error> {
+    let mut fw = Vec::new();
+    let mut bw = Vec::new();
+    let mut worst = 0.0f64;
+    let mut cnt = [Stats::default(); 2];
+    for _ in 0..repeat {
+        progress.message(&format!("method {m}, {} threads, {}", t, p.name()));
+        let (f, b, res) = match p {
+            Peer::Arch(arch) => {
+                let rt = &runtimes.iter().find(|(x, _)| *x == arch).unwrap().1;
+                solve(&SkBackend(rt, a.counters), sys, m, t)
             }
-            .map_err(|e| Error::Failed(format!("method {m}, {t} threads, {}: {e}", p.name())))?;
-            if res.is_nan() || res >= 1e-8 {
-                return Err(Error::Failed(format!(
-                    "method {m}, {t} threads, {}: residual {res:e} is too large: the solve is wrong",
-                    p.name()
-                )));
-            }
-            worst = worst.max(res);
-            for (c, ph) in cnt.iter_mut().zip([&f, &b]) {
-                if let Some(s) = ph.stats {
-                    *c = *c + s;
-                }
-            }
-            fw.push(f.secs);
-            bw.push(b.secs);
-            progress.step();
+            #[cfg(feature = "may")]
+            Peer::May => solve(&solve::MayBackend, sys, m, t),
+            #[cfg(not(feature = "may"))]
+            Peer::May => unreachable!("refused when the options were read"),
         }
-        let (f, b) = (median(&fw), median(&bw));
-        if a.counters && matches!(p, Peer::Arch(x) if x != Arch::A0) {
-            for (phase, c) in ["forward", "backward"].iter().zip(cnt) {
-                counters.push(CounterRow {
-                    method: m,
-                    threads: t,
-                    arch: p.name(),
-                    phase,
-                    stats: c.zip(c, |x, _| x / repeat as u64),
-                });
+        .map_err(|e| Error::Failed(format!("method {m}, {t} threads, {}: {e}", p.name())))?;
+        if res.is_nan() || res >= 1e-8 {
+            return Err(Error::Failed(format!(
+                "method {m}, {t} threads, {}: residual {res:e} is too large: the solve is wrong",
+                p.name()
+            )));
+        }
+        worst = worst.max(res);
+        for (c, ph) in cnt.iter_mut().zip([&f, &b]) {
+            if let Some(s) = ph.stats {
+                *c = *c + s;
             }
         }
-        rows.push(Row {
-            method: m,
-            arch: p.name(),
-            threads: t,
-            size,
-            forward_s: f,
-            backward_s: b,
-            total_s: f + b,
-            residual: worst,
-        });
+        fw.push(f.secs);
+        bw.push(b.secs);
+        progress.step();
     }
-    progress.finish();
-    drop(runtimes);
-    Ok(FibersResult {
-        rows,
-        counters,
-        skipped,
+    let (f, b) = (median(&fw), median(&bw));
+    let row = Row {
+        method: m,
+        arch: p.name(),
+        threads: t,
         size,
-        workers,
-        repeat,
-        warnings,
-    })
+        forward_s: f,
+        backward_s: b,
+        total_s: f + b,
+        residual: worst,
+    };
+    Ok((row, cnt))
 }
 
 /// The scheduler-thread count and what to warn about. Each scheduler thread is pinned to its
