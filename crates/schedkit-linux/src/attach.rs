@@ -522,6 +522,71 @@ fn end_of(
     }
 }
 
+/// The lease (exclusive: the whole machine; otherwise shared, like any run that changes
+/// machine state beside others), dead runs' leftovers, the journal. The scenario has no
+/// process: guard::prepare then opens no job cgroup (the work is not schedkit's).
+fn open_guard(
+    o: &AttachOptions,
+    roots: &Roots,
+    warnings: &mut Vec<String>,
+) -> Result<(Journal, crate::lease::Lease)> {
+    let policy = if o.plan.exclusive {
+        crate::engine::RunPolicy::Exclusive(o.exclusive.clone())
+    } else {
+        // Any policy whose lease is `Shared` (crate::guard::want_of).
+        crate::engine::RunPolicy::ProcessFair
+    };
+    let scenario = schedkit_core::scenario::Scenario::builder("command line")
+        .with_policy(schedkit_core::scenario::PolicySpec::new(
+            schedkit_core::scenario::PolicyName::Default,
+        ))
+        .with_horizon(schedkit_core::Nanos(u64::MAX / 4))
+        .build()
+        .expect("an empty scenario with a positive horizon is valid");
+    let guard = crate::guard::prepare(&scenario, &policy, roots, &o.state_dir, &o.guard, warnings)?;
+    let crate::guard::Guard { journal, lease, .. } = guard;
+    if let Some(w) = &lease.warning {
+        warnings.push(w.clone());
+    }
+    let journal = journal.ok_or_else(|| {
+        Error::Privilege("no journal could be opened, so no change could be undone".into())
+    })?;
+    Ok((journal, lease))
+}
+
+/// schedkit's own thread above the work, so that polls, the end and the undo keep their
+/// times when the work saturates its CPUs at a real-time priority (it sleeps between polls:
+/// microseconds every POLL). Not inherited by anything (SCHED_RESET_ON_FORK).
+fn own_priority(plan: &Plan) -> u32 {
+    match plan.class {
+        _ if plan.exclusive => 10, // on the system CPUs, as the engine in exclusive mode
+        Some(Policy::Fifo { priority } | Policy::Rr { priority }) => (priority + 1).min(99),
+        _ => 1,
+    }
+}
+
+/// Exclusive mode: plan, exempt the work (`members`), move the rest of the machine off.
+fn isolate(
+    o: &AttachOptions,
+    roots: &Roots,
+    members: &[i32],
+    journal: &mut Journal,
+) -> Result<Isolation> {
+    let topo = Topology::read(roots)?;
+    let mut cfg = o.exclusive.clone();
+    if let Some(Policy::Fifo { priority }) = o.plan.class {
+        cfg.priority = priority;
+    }
+    let mut iso = Isolation::plan(&topo, roots, &cfg)?;
+    for p in members {
+        iso.exempt(*p);
+    }
+    // schedkit waits on the system CPUs, out of the work's way.
+    let _ = affinity::set_thread(0, &iso.system);
+    iso.apply(journal, &cfg)?;
+    Ok(iso)
+}
+
 /// Attaches, holds until the end (see [`AttachOptions`]), undoes, reports.
 pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
     let roots = o.roots.clone();
@@ -539,38 +604,8 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
         }
     };
 
-    // The lease (exclusive: the whole machine; otherwise shared, like any run that changes
-    // machine state beside others), dead runs' leftovers, the journal. The scenario has no
-    // process: guard::prepare then opens no job cgroup (the work is not schedkit's).
-    let policy = if o.plan.exclusive {
-        crate::engine::RunPolicy::Exclusive(o.exclusive.clone())
-    } else {
-        // Any policy whose lease is `Shared` (crate::guard::want_of).
-        crate::engine::RunPolicy::ProcessFair
-    };
-    let scenario = schedkit_core::scenario::Scenario::builder("command line")
-        .with_policy(schedkit_core::scenario::PolicySpec::new(
-            schedkit_core::scenario::PolicyName::Default,
-        ))
-        .with_horizon(schedkit_core::Nanos(u64::MAX / 4))
-        .build()
-        .expect("an empty scenario with a positive horizon is valid");
     let mut warnings = Vec::new();
-    let guard = crate::guard::prepare(
-        &scenario,
-        &policy,
-        &roots,
-        &o.state_dir,
-        &o.guard,
-        &mut warnings,
-    )?;
-    let crate::guard::Guard { journal, lease, .. } = guard;
-    if let Some(w) = &lease.warning {
-        warnings.push(w.clone());
-    }
-    let mut journal = journal.ok_or_else(|| {
-        Error::Privilege("no journal could be opened, so no change could be undone".into())
-    })?;
+    let (mut journal, lease) = open_guard(&o, &roots, &mut warnings)?;
 
     let mut at = Attached {
         roots: roots.clone(),
@@ -585,15 +620,7 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
         threads: 0,
         warnings: Vec::new(),
     };
-    // schedkit's own thread above the work, so that polls, the end and the undo keep their
-    // times when the work saturates its CPUs at a real-time priority (it sleeps between polls:
-    // microseconds every POLL). Not inherited by anything (SCHED_RESET_ON_FORK).
-    let own = match o.plan.class {
-        _ if o.plan.exclusive => 10, // on the system CPUs, as the engine in exclusive mode
-        Some(Policy::Fifo { priority } | Policy::Rr { priority }) => (priority + 1).min(99),
-        _ => 1,
-    };
-    let _own_class = match crate::guard::EngineClass::raise(own) {
+    let _own_class = match crate::guard::EngineClass::raise(own_priority(&o.plan)) {
         Ok(c) => Some(c),
         Err(m) => {
             warnings.push(m);
@@ -606,20 +633,8 @@ pub fn run(mut o: AttachOptions) -> Result<AttachReport> {
         if let Some(w) = o.plan.weight {
             at.weight_group = apply_weight(&roots, &mut journal, w, group.as_ref(), pid_target)?;
         }
-        // Exclusive mode: plan, exempt the work, move the rest of the machine off.
         if o.plan.exclusive {
-            let topo = Topology::read(&roots)?;
-            let mut cfg = o.exclusive.clone();
-            if let Some(Policy::Fifo { priority }) = o.plan.class {
-                cfg.priority = priority;
-            }
-            let mut iso = Isolation::plan(&topo, &roots, &cfg)?;
-            for p in members(&roots) {
-                iso.exempt(p);
-            }
-            // schedkit waits on the system CPUs, out of the work's way.
-            let _ = affinity::set_thread(0, &iso.system);
-            iso.apply(&mut journal, &cfg)?;
+            let iso = isolate(&o, &roots, &members(&roots), &mut journal)?;
             at.job_cpus = iso.job.iter().collect();
             isolation = Some(iso);
         }

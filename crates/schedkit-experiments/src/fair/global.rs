@@ -83,6 +83,18 @@ pub fn text(r: &GlobalResult) -> String {
         s.repeat
     );
     out.push_str(&nice_note(s));
+    let t = result_table(rows);
+    outln!(out, "{t}");
+    outp!(out, "{}", unavailable_lines(rows));
+    outln!(out, "(migrations \"(seen)\": CPU changes between samples, a lower bound; otherwise perf's cpu-migrations)");
+    out.push_str(&real_notes(rows));
+    out.push_str(&targets(rows));
+    out
+}
+
+/// One row per engine and policy (and the GPS shares first): lag, error per task,
+/// migrations, the balancer's and schedkit's own CPU, the job's share of the machine.
+fn result_table(rows: &[Row]) -> comfy_table::Table {
     let mut t = table(&[
         "engine policy",
         "largest |lag| ms",
@@ -147,9 +159,13 @@ pub fn text(r: &GlobalResult) -> String {
         row.push(fmt_ci(&r.col(|x| x.job_share * 100.0), 1));
         t.add_row(row);
     }
-    outln!(out, "{t}");
-    outp!(out, "{}", unavailable_lines(rows));
-    outln!(out, "(migrations \"(seen)\": CPU changes between samples, a lower bound; otherwise perf's cpu-migrations)");
+    t
+}
+
+/// The lines under the table for the real runs: the error from the kernel's exact totals,
+/// the sampling period and the sampler's cost.
+fn real_notes(rows: &[Row]) -> String {
+    let mut out = String::new();
     for r in rows
         .iter()
         .filter(|r| r.engine == "real" && !r.cells.is_empty())
@@ -195,6 +211,12 @@ pub fn text(r: &GlobalResult) -> String {
             );
         }
     }
+    out
+}
+
+/// The targets against the medians of the real `global-fair` runs.
+fn targets(rows: &[Row]) -> String {
+    let mut out = String::new();
     outln!(out, "\nTargets (medians of the real runs):");
     match rows
         .iter()
