@@ -305,6 +305,11 @@ pub struct Acquire<'a> {
 /// needs (after `a.wait`, if given). Whether dead holders left changes behind is the
 /// caller's to check, with the lease held ([`stale`]). An unprivileged run on a machine without a lease directory gets a
 /// `Lease` with a warning and no locks (it cannot change machine-wide state anyway).
+///
+/// One function (about 140 lines) on purpose: the order of its steps (create the directory
+/// and its holders folder, take every lock or none and name the live holders when refused,
+/// write the record whole) is what makes two concurrent runs safe, and it is reviewed as one
+/// sequence.
 pub fn acquire(dir: &Path, a: Acquire<'_>) -> Result<Lease> {
     if a.want.is_empty() {
         return Ok(Lease {

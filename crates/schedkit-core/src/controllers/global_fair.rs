@@ -346,6 +346,9 @@ impl Controller for GlobalFair {
         use crate::control::ActionKind;
         &[ActionKind::Migrate]
     }
+    /// One balancer round of seed 004 ch. 4 in the paper's order (the condition phase, the
+    /// effective loads of eq. 4.1, the decision phase): slightly over ~120 lines and kept whole so that
+    /// it reads as the algorithm does.
     fn tick(&mut self, snap: &Snapshot, out: &mut Vec<Action>) {
         self.ticks += 1;
         self.account(snap);
