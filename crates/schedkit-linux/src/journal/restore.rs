@@ -182,6 +182,39 @@ fn set_aside(path: &Path) -> std::result::Result<PathBuf, String> {
         .map_err(|e| format!("could not set it aside: {e}"))
 }
 
+/// Opens and reads a journal file without trusting it: a regular file (not a directory, a
+/// symlink or a device), owned by this user, opened without following a link or blocking.
+/// `Err((why, set_aside))`: whether the file is to be set aside (all but a failed stat).
+fn read_journal_file(path: &Path) -> std::result::Result<(std::fs::File, Vec<u8>), (String, bool)> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| (format!("cannot stat: {e}"), false))?;
+    let ft = meta.file_type();
+    if !ft.is_file() {
+        let what = if ft.is_dir() {
+            "a directory"
+        } else if ft.is_symlink() {
+            "a symlink"
+        } else {
+            "not a regular file"
+        };
+        return Err((format!("is {what}, not a journal"), true));
+    }
+    if meta.uid() != euid() {
+        return Err((
+            format!("is owned by uid {}, not uid {}", meta.uid(), euid()),
+            true,
+        ));
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| (format!("cannot open: {e}"), true))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| (format!("cannot read: {e}"), true))?;
+    Ok((file, bytes))
+}
+
 /// Restores one journal file (see [`restore_dir`]).
 fn restore_one(path: &Path, roots: &Roots, mounts: &CgroupMounts, force: bool) -> Restored {
     let mut r = Restored {
@@ -195,48 +228,17 @@ fn restore_one(path: &Path, roots: &Roots, mounts: &CgroupMounts, force: bool) -
             Err(m) => r.unusable = r.unusable.take().map(|w| format!("{w}; {m}")),
         }
     };
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) => {
-            r.unusable = Some(format!("cannot stat: {e}"));
+    let (file, bytes) = match read_journal_file(path) {
+        Ok(x) => x,
+        Err((why, false)) => {
+            r.unusable = Some(why);
+            return r;
+        }
+        Err((why, true)) => {
+            unusable(&mut r, why);
             return r;
         }
     };
-    let ft = meta.file_type();
-    if !ft.is_file() {
-        let what = if ft.is_dir() {
-            "a directory"
-        } else if ft.is_symlink() {
-            "a symlink"
-        } else {
-            "not a regular file"
-        };
-        unusable(&mut r, format!("is {what}, not a journal"));
-        return r;
-    }
-    if meta.uid() != euid() {
-        unusable(
-            &mut r,
-            format!("is owned by uid {}, not uid {}", meta.uid(), euid()),
-        );
-        return r;
-    }
-    let mut file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) => {
-            unusable(&mut r, format!("cannot open: {e}"));
-            return r;
-        }
-    };
-    let mut bytes = Vec::new();
-    if let Err(e) = file.read_to_end(&mut bytes) {
-        unusable(&mut r, format!("cannot read: {e}"));
-        return r;
-    }
     let p = match parse_journal(&bytes) {
         Ok(p) => p,
         Err(why) => {
