@@ -377,17 +377,26 @@ impl Metrics {
         let Some((_, since)) = s.running.take() else {
             return;
         };
-        let ran = (t - since).0;
         let owner = s.owner;
         let e = self.entity_of(owner);
+        let ran = self.charge_entity(e, since, t);
+        if let Some(i) = self.thread_index(owner) {
+            self.threads[i].cpu += ran;
+        }
+    }
+
+    /// Charges entity `e` (process or group) the interval `[since, t)` that one of its
+    /// running threads just ended; the CPU time it ran. Shared by the event fold and the
+    /// periodic engine's per-job path (`jobs.rs`).
+    #[inline]
+    pub(super) fn charge_entity(&mut self, e: usize, since: Nanos, t: Nanos) -> u64 {
+        let ran = (t - since).0;
         self.touch(e, t.0);
         let ent = &mut self.entities[e];
         ent.cpu += ran;
         ent.running -= 1;
         ent.since_sum -= since.0;
         self.busy_ns += ran;
-        if let Some(i) = self.thread_index(owner) {
-            self.threads[i].cpu += ran;
-        }
+        ran
     }
 }

@@ -104,13 +104,7 @@ impl Metrics {
 
     /// `close_interval` for a task's thread whose interval began at `since`.
     fn close_task_interval(&mut self, task: usize, since: Nanos, t: Nanos) {
-        let ran = (t - since).0;
         let e = self.process_names.len() + task;
-        self.touch(e, t.0);
-        let ent = &mut self.entities[e];
-        ent.cpu += ran;
-        ent.running -= 1;
-        ent.since_sum -= since.0;
-        self.busy_ns += ran;
+        self.charge_entity(e, since, t);
     }
 }
