@@ -167,8 +167,7 @@ fn global_fairness_real_quick_run_reports_default_and_says_what_is_missing() {
     if is_root() {
         // Shares of two cores are measured (the experiment's runs take the shared lease
         // too, which this one does not block).
-        let Some(_lease) = common::shared_machine_with(2, "the global-fairness experiment")
-        else {
+        let Some(_lease) = common::shared_machine_with(2, "the global-fairness experiment") else {
             return;
         };
         let d = tempfile::tempdir().unwrap();
