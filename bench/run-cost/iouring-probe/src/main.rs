@@ -26,7 +26,10 @@ fn thread_cpu() -> u64 {
 /// CPU time (schedstat) of this process's io-wq worker threads (`iou-wrk-*`), and how many.
 fn workers_cpu(pid: u32) -> (u64, usize) {
     let (mut sum, mut n) = (0, 0);
-    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+    for e in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
         let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
         if comm.starts_with("iou-wrk") {
             n += 1;
@@ -41,7 +44,9 @@ fn workers_cpu(pid: u32) -> (u64, usize) {
 
 fn main() {
     let n: usize = std::env::args().nth(1).expect("N").parse().expect("N");
-    let file = std::env::args().nth(2).unwrap_or_else(|| "schedstat".into());
+    let file = std::env::args()
+        .nth(2)
+        .unwrap_or_else(|| "schedstat".into());
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
     for _ in 0..n {
