@@ -127,22 +127,9 @@ struct MachineState {
 /// IRQs or affinities moved at that instant; the lease is released before returning, so the
 /// runs under test can take it.
 fn machine_state(bystander: i32) -> MachineState {
-    use schedkit_linux::lease;
-    let want = lease::Want {
-        machine: Some(lease::Hold::Exclusive),
-        sysctls: Vec::new(),
-    };
-    let _lease = lease::acquire(
-        &lease::lease_dir(),
-        lease::Acquire {
-            roots: &schedkit_linux::Roots::host(),
-            want: &want,
-            command: "kill_anywhere test: reading machine state".into(),
-            journal: None,
-            wait: Some(Duration::from_secs(600)),
-        },
-    )
-    .expect("the machine lease (held by another schedkit run for over 10 minutes?)");
+    // (Also waits for a dead run's un-restored IRQ masks and throttling: another session's
+    // killed run holds no lease, but its changes are not the machine's.)
+    let _lease = common::still_machine("kill_anywhere: reading machine state");
     let mut irqs = Vec::new();
     for e in std::fs::read_dir("/proc/irq").unwrap().flatten() {
         if let Ok(m) = std::fs::read_to_string(e.path().join("smp_affinity")) {

@@ -561,6 +561,9 @@ fn cgroup_weight_and_nice_for_a_while_and_back() {
         eprintln!("skipped: writing a cgroup's weight needs root");
         return;
     }
+    // Held: the attach takes the shared lease itself and is refused (exit 4) beside a live
+    // exclusive run; this queues instead.
+    let _lease = common::machine_lease(Hold::Shared, "a cgroup's weight for a while");
     let Some(ctl) = schedkit_linux::cgroup::detect(&schedkit_linux::Roots::host()) else {
         eprintln!("skipped: no cpu controller mounted");
         return;

@@ -118,7 +118,43 @@ pub fn machine_lease(hold: Hold, what: &str) -> Option<Lease> {
 /// (a test that kills it "1 s into the run", or reads the machine's state before it, needs
 /// the run to start when started).
 pub fn wait_for_the_machine(what: &str) {
-    drop(machine_lease(Hold::Exclusive, what));
+    drop(still_machine(what));
+}
+
+/// The exclusive machine lease, taken when no dead run's machine-wide changes wait for their
+/// `schedkit restore` either: a run killed with SIGKILL (another session's test kills them
+/// on purpose) holds no lease, yet its IRQ masks and RT throttling stay until its journal is
+/// undone, so the lease alone does not make the machine's state its own. Waits up to a
+/// minute for such leftovers (their owner restores them; `lease::stale` names them), then
+/// goes on and says so. For reading the machine's state ("before" and "after").
+pub fn still_machine(what: &str) -> Option<Lease> {
+    let t0 = Instant::now();
+    loop {
+        let l = machine_lease(Hold::Exclusive, what)?;
+        let left: Vec<_> = lease::stale(&lease::lease_dir(), &schedkit_linux::Roots::host())
+            .into_iter()
+            .filter(|s| s.machine_wide)
+            .collect();
+        if left.is_empty() {
+            if t0.elapsed() > Duration::from_millis(500) {
+                eprintln!(
+                    "{what}: waited {:.1} s for a dead run's machine-wide changes to be restored",
+                    t0.elapsed().as_secs_f64()
+                );
+            }
+            return Some(l);
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            eprintln!(
+                "{what}: a dead run's machine-wide changes are still not restored after 60 s \
+                 (journals {:?}); reading the machine as it is",
+                left.iter().map(|s| &s.journal).collect::<Vec<_>>()
+            );
+            return Some(l);
+        }
+        drop(l);
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Takes the shared machine lease (see [`machine_lease`]) and checks that this thread may
