@@ -129,6 +129,7 @@ pub fn wait_for_the_machine(what: &str) {
 /// goes on and says so. For reading the machine's state ("before" and "after").
 pub fn still_machine(what: &str) -> Option<Lease> {
     let t0 = Instant::now();
+    let mut waited_for_leftovers = false;
     loop {
         let l = machine_lease(Hold::Exclusive, what)?;
         let left: Vec<_> = lease::stale(&lease::lease_dir(), &schedkit_linux::Roots::host())
@@ -136,7 +137,7 @@ pub fn still_machine(what: &str) -> Option<Lease> {
             .filter(|s| s.machine_wide)
             .collect();
         if left.is_empty() {
-            if t0.elapsed() > Duration::from_millis(500) {
+            if waited_for_leftovers {
                 eprintln!(
                     "{what}: waited {:.1} s for a dead run's machine-wide changes to be restored",
                     t0.elapsed().as_secs_f64()
@@ -152,6 +153,7 @@ pub fn still_machine(what: &str) -> Option<Lease> {
             );
             return Some(l);
         }
+        waited_for_leftovers = true;
         drop(l);
         std::thread::sleep(Duration::from_millis(50));
     }
