@@ -24,7 +24,7 @@ trap 'rm -rf "$work"' EXIT
 gcc -O2 -pthread -o "$work/threads" bench/run-cost/threads.c
 echo "machine: $(nproc) CPUs, $(uname -r); uptime: $(uptime)"
 echo "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates || echo '+dirty'); policy $POLICY; ${SECS}s; args: ${ARGS:-none}"
-printf '%-6s %-6s %10s %10s %12s %14s\n' threads mode steady_%  sampler_% us/sample period_ms
+printf '%-6s %-6s %10s %10s %12s %14s %8s\n' threads mode steady_%  sampler_% us/sample period_ms tracked
 for n in $COUNTS; do
   for mode in $MODES; do
     cat > "$work/s.toml" <<TOML
@@ -67,7 +67,9 @@ s = j.get("sampler") or {}
 samp = 100.0 * s.get("cpu_ns", 0) / max(s.get("wall_ns", 1), 1)
 per = s.get("cpu_ns", 0) / 1e3 / max(s.get("samples", 1), 1)
 period = s.get("wall_ns", 0) / 1e6 / max(s.get("samples", 1), 1)
-print(f"{n:<6} {mode:<6} {steady:10.2f} {samp:10.2f} {per:12.1f} {period:14.1f}")
+# Threads the run tracked: a job that never reached N threads measured less than it says.
+tracked = len(j.get("threads") or [])
+print(f"{n:<6} {mode:<6} {steady:10.2f} {samp:10.2f} {per:12.1f} {period:14.1f} {tracked:8d}")
 PY
   done
 done

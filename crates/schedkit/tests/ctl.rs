@@ -171,6 +171,12 @@ fn status_answers_and_sigterm_ends_the_run_beside_idle_and_dripping_clients() {
         eprintln!("skipped: {why}");
         return;
     }
+    // Held for the run: a tenants run takes the shared lease itself and would be refused
+    // (exit 4) beside a live exclusive run; this queues instead, and no exclusive run can
+    // narrow its CPUs meanwhile.
+    let Some(_lease) = common::shared_machine_with(2, "a two-core tenants run") else {
+        return;
+    };
     let mut run = Run::start(BIN, "test", "8s");
     let stop = Arc::new(AtomicBool::new(false));
     let dripper = drip(&run.sock, stop.clone());

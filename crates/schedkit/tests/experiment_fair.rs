@@ -165,6 +165,11 @@ fn bad_options_exit_2_and_name_the_option() {
 #[test]
 fn global_fairness_real_quick_run_reports_default_and_says_what_is_missing() {
     if is_root() {
+        // Shares of two cores are measured (the experiment's runs take the shared lease
+        // too, which this one does not block).
+        let Some(_lease) = common::shared_machine_with(2, "the global-fairness experiment") else {
+            return;
+        };
         let d = tempfile::tempdir().unwrap();
         let out = d.path().to_str().unwrap();
         let o = schedkit(
@@ -209,6 +214,9 @@ fn tenants_real_quick_run_applies_a_ctl_weight_change() {
         eprintln!("skipped: policy tenants creates cgroups, which needs root");
         return;
     }
+    let Some(_lease) = common::shared_machine_with(2, "the tenants experiment") else {
+        return;
+    };
     let d = tempfile::tempdir().unwrap();
     let out = d.path().to_str().unwrap();
     let o = schedkit(

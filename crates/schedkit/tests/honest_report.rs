@@ -21,10 +21,6 @@ fn schedkit(args: &[&str], state: &Path) -> Output {
         .unwrap()
 }
 
-fn usable_cpus() -> usize {
-    schedkit_linux::affinity::get_thread(0).map_or(1, |s| s.len())
-}
-
 fn json(out: &Output) -> Value {
     common::json_of(out)
 }
@@ -38,6 +34,10 @@ fn a_command_that_sleeps_half_the_time_does_not_wait_for_its_sleep() {
         .find(|p| Path::new(p).exists())
     else {
         eprintln!("skipped: perl is not installed (it plays the half-sleeping command)");
+        return;
+    };
+    // Waiting is measured: not while an exclusive run squeezes this job onto its system CPU.
+    let Some(_lease) = common::shared_machine_with(1, "a half-sleeping command's waiting") else {
         return;
     };
     let state = tempfile::tempdir().unwrap();
@@ -98,10 +98,10 @@ fn a_command_that_sleeps_half_the_time_does_not_wait_for_its_sleep() {
 /// `--allow-degraded` it runs on one and the report says so, with one core as capacity.
 #[test]
 fn fewer_cpus_than_the_scenario_asks_exit_3_unless_allowed() {
-    if usable_cpus() < 2 {
-        eprintln!("skipped: this process may use fewer than 2 CPUs, so nothing to narrow");
+    // Held: a live exclusive run would narrow the CPUs this test narrows on purpose.
+    let Some(_lease) = common::shared_machine_with(2, "narrowing to one CPU") else {
         return;
-    }
+    };
     let Some(taskset) = ["/usr/bin/taskset", "/bin/taskset"]
         .into_iter()
         .find(|p| Path::new(p).exists())
@@ -161,6 +161,10 @@ fn a_real_time_task_set_without_real_time_priority_exits_3_unless_allowed() {
     if !is_root() {
         return;
     }
+    // The set needs two CPUs: were it short of them too, exit 3 would not be for priority.
+    let Some(_lease) = common::shared_machine_with(2, "a two-core task set as nobody") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     std::fs::create_dir(&state).unwrap();

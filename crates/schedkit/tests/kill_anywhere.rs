@@ -34,6 +34,9 @@ fn usable_cpus() -> usize {
 }
 
 fn skip_unless_root_and_two_cpus(what: &str) -> bool {
+    // A live exclusive run (another test's, or one a person started) has moved this
+    // process to its system CPU: count the CPUs once it has ended.
+    common::wait_for_the_machine(what);
     if !is_root() {
         eprintln!(
             "skipped: {what} changes machine state (IRQs, cgroups, other threads): needs root"
@@ -124,22 +127,9 @@ struct MachineState {
 /// IRQs or affinities moved at that instant; the lease is released before returning, so the
 /// runs under test can take it.
 fn machine_state(bystander: i32) -> MachineState {
-    use schedkit_linux::lease;
-    let want = lease::Want {
-        machine: Some(lease::Hold::Exclusive),
-        sysctls: Vec::new(),
-    };
-    let _lease = lease::acquire(
-        &lease::lease_dir(),
-        lease::Acquire {
-            roots: &schedkit_linux::Roots::host(),
-            want: &want,
-            command: "kill_anywhere test: reading machine state".into(),
-            journal: None,
-            wait: Some(Duration::from_secs(600)),
-        },
-    )
-    .expect("the machine lease (held by another schedkit run for over 10 minutes?)");
+    // (Also waits for a dead run's un-restored IRQ masks and throttling: another session's
+    // killed run holds no lease, but its changes are not the machine's.)
+    let _lease = common::still_machine("kill_anywhere: reading machine state");
     let mut irqs = Vec::new();
     for e in std::fs::read_dir("/proc/irq").unwrap().flatten() {
         if let Ok(m) = std::fs::read_to_string(e.path().join("smp_affinity")) {
@@ -200,6 +190,9 @@ fn scenario(dir: &Path, kind: &str, marker: &str) -> PathBuf {
 /// of the run is left.
 fn kill_and_restore(args: &[&str], after: Duration, marker: &str, label: &str) {
     let state = tempfile::tempdir().unwrap();
+    // The bystander must be born with the machine's own CPUs: not beside a live exclusive
+    // run, whose undo would give it other CPUs than it had "before".
+    common::wait_for_the_machine(label);
     let bystander = Command::new("sleep").arg("600").spawn().unwrap();
     let before = machine_state(bystander.id() as i32);
     let mut child = start(args, state.path());
@@ -357,6 +350,8 @@ fn a_second_exclusive_run_refuses_naming_the_first_and_never_moves_its_job() {
     }
     let state = tempfile::tempdir().unwrap();
     let marker = format!("88{}.", std::process::id() % 10_000);
+    // The first run must take the lease when started, so that the second finds it holding.
+    common::wait_for_the_machine("two exclusive runs");
     // The first run: a spinning job (and a sleep to find it by).
     let spin = format!("sleep {marker}1 & while :; do :; done");
     let mut first = start(

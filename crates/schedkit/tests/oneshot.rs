@@ -10,6 +10,7 @@
 mod common;
 
 use common::{is_root, BIN};
+use schedkit_linux::lease::Hold;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -162,6 +163,8 @@ fn fifo_priority_and_cpus_reach_the_command_and_its_children() {
         eprintln!("skipped: SCHED_FIFO needs root (CAP_SYS_NICE)");
         return;
     }
+    // Held: a live exclusive run would move the command off the CPUs this test gives it.
+    let _lease = common::machine_lease(Hold::Shared, "fifo and CPUs reach a command");
     let Some(cpu) = pin_cpu() else {
         eprintln!("skipped: sched_getaffinity failed");
         return;
@@ -361,6 +364,8 @@ fn pid_of_a_running_spinner_gets_fifo_and_cpus_and_them_back() {
         eprintln!("skipped: changing another process to SCHED_FIFO needs root");
         return;
     }
+    // Held: a live exclusive run would move the command off the CPUs this test gives it.
+    let _lease = common::machine_lease(Hold::Shared, "fifo and CPUs reach a running process");
     let Some(cpu) = pin_cpu() else {
         eprintln!("skipped: sched_getaffinity failed");
         return;
@@ -427,6 +432,9 @@ fn pid_of_a_running_spinner_in_exclusive_mode_and_back() {
         eprintln!("skipped: exclusive mode needs root");
         return;
     }
+    // The spinner's "before" must be the machine's, not another exclusive run's; and this
+    // process's CPUs are counted once no exclusive run has moved them.
+    common::wait_for_the_machine("a running spinner in exclusive mode");
     if allowed_cpus().len() < 2 {
         eprintln!("skipped: exclusive mode needs two allowed CPUs");
         return;
@@ -477,6 +485,8 @@ fn deadline_reaches_the_command() {
         eprintln!("skipped: chrt (util-linux) is not installed");
         return;
     }
+    // Held: a live exclusive run would move the command off the CPUs this test gives it.
+    let _lease = common::machine_lease(Hold::Shared, "SCHED_DEADLINE reaches a command");
     let state = tempfile::tempdir().unwrap();
     let o = schedkit(
         &[
@@ -511,6 +521,9 @@ fn deadline_reaches_the_command() {
 #[test]
 fn exclusive_keeps_a_commands_own_real_time_priority() {
     let _m = machine();
+    if is_root() {
+        common::wait_for_the_machine("exclusive mode keeps a command's priority");
+    }
     if !is_root() || allowed_cpus().len() < 2 || !Path::new("/usr/bin/chrt").exists() {
         eprintln!("skipped: needs root, two allowed CPUs and chrt");
         return;
@@ -548,6 +561,9 @@ fn cgroup_weight_and_nice_for_a_while_and_back() {
         eprintln!("skipped: writing a cgroup's weight needs root");
         return;
     }
+    // Held: the attach takes the shared lease itself and is refused (exit 4) beside a live
+    // exclusive run; this queues instead.
+    let _lease = common::machine_lease(Hold::Shared, "a cgroup's weight for a while");
     let Some(ctl) = schedkit_linux::cgroup::detect(&schedkit_linux::Roots::host()) else {
         eprintln!("skipped: no cpu controller mounted");
         return;
@@ -611,6 +627,8 @@ fn pid_children_started_later_get_the_change_and_their_elders_settings_back() {
         eprintln!("skipped: changing another process to SCHED_FIFO needs root");
         return;
     }
+    // Held: a live exclusive run would move the command off the CPUs this test gives it.
+    let _lease = common::machine_lease(Hold::Shared, "a running process's later children");
     let Some(cpu) = pin_cpu() else {
         eprintln!("skipped: sched_getaffinity failed");
         return;

@@ -124,6 +124,10 @@ fn run_gives_the_sim_report_shape_for_sched_deadline_and_the_pool() {
         return;
     }
     let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    // Two-core task sets at real-time priority: not while an exclusive run holds the machine.
+    let Some(_lease) = common::shared_machine_with(2, "real task-set runs") else {
+        return;
+    };
     let sim = json_of(&schedkit(&[
         "sim",
         "examples/paws/two-tasks.toml",
@@ -251,6 +255,9 @@ fn experiment_paws_quick_real_runs_every_policy_on_the_same_sets() {
         return;
     }
     let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(_lease) = common::shared_machine_with(2, "the paws experiment's real runs") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let doc = json_of(&schedkit(&[
         "experiment",

@@ -106,6 +106,10 @@ burst = "40ms"
 #[test]
 fn run_and_sim_reports_have_the_same_keys() {
     let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    // The real run measures CPU time on two cores: no exclusive run may narrow them.
+    let Some(_lease) = common::shared_machine_with(2, "a two-core real run") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let sim_f = dir.path().join("sim.toml");
     let run_f = dir.path().join("run.toml");
@@ -146,6 +150,9 @@ fn run_and_sim_reports_have_the_same_keys() {
 #[test]
 fn bad_input_exits_2_and_changes_nothing() {
     let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    // The machine's state is compared before and after: not while another run changes it.
+    // (Not held: the refused runs here are `--exclusive --wait`.)
+    common::wait_for_the_machine("bad input changes nothing");
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let before = machine_state(&[1]);
@@ -248,6 +255,8 @@ fn sigkilled_exclusive_run_is_undone_by_restore() {
         return;
     }
     let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    // "Before" must be the machine's own state, not another exclusive run's.
+    common::wait_for_the_machine("a killed exclusive run");
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     // A bystander process whose affinity exclusive mode will narrow.
@@ -354,6 +363,7 @@ fn without_privileges_explicit_features_exit_3_and_implicit_ones_fall_back() {
         );
         return;
     }
+    common::wait_for_the_machine("unprivileged runs change nothing");
     let before = machine_state(&[1]);
     for args in [
         vec!["run", "--exclusive", "--wait", "--", "true"],
@@ -397,6 +407,7 @@ fn horizon_ends_the_whole_job_even_fifo_spinners_in_background() {
         return;
     }
     let _g = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    common::wait_for_the_machine("fifo spinners end with the horizon");
     let dir = tempfile::tempdir().unwrap();
     let before = machine_state(&[1]);
     let marker = format!("schedkit-bg-spin-{}", std::process::id());
@@ -503,6 +514,9 @@ impl Bystander {
             return None;
         }
         let machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+        // This thread's CPUs as the machine gives them, not as a live exclusive run left
+        // them (it moves every thread, this test's too, to its system CPUs).
+        common::wait_for_the_machine("threads born beside an exclusive run");
         let before = own_cpus();
         if !two_cpus_or_skip(&before) {
             return None;
