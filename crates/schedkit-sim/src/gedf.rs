@@ -20,8 +20,8 @@
 //!   `(deadline, arrival, creation order)` orders exactly like `(deadline, creation order)`,
 //!   as threads are created in time order;
 //! - the worst running job is the root of a tournament tree (a max-tree) over the cores'
-//!   keys, updated in O(log cores) when a core's job changes: a scan of 64 cores at every
-//!   release that found no idle core was a tenth of a 1,000-task run;
+//!   keys, brought up to date in O(log cores) per changed core when asked (a scan of 64
+//!   cores at every release that found no idle core was a tenth of a 1,000-task run);
 //! - idle cores are a bitset, walked in core order;
 //! - the engine tells its sink one call per fact of a job ([`sink::JobSink`]): for a trace
 //!   sink these become the engine's events, and the report's fold
@@ -127,10 +127,20 @@ impl PartialOrd for Entry {
 
 /// The largest key over the cores and the core holding it: a complete binary tree in an
 /// array, leaves the cores' keys (zero: idle), each inner node the larger of its children.
+///
+/// A core's key changes twice per job (dispatch, finish), and often twice in one batch on the
+/// same core (a job finishes, the next waiting one takes its core), while the largest key is
+/// asked for only when more jobs wait than cores are idle. So [`MaxTree::set`] writes the leaf
+/// and notes the core, and [`MaxTree::max`] brings the inner nodes up to date first: up to 8
+/// cores by rebuilding them (at most 7 nodes), beyond that along the noted cores' paths.
 struct MaxTree {
     /// Leaves start at `width` (a power of two); node 1 is the root.
     nodes: Vec<u128>,
     width: usize,
+    /// Cores whose leaf changed since the inner nodes were last brought up to date (more
+    /// than 8 cores only; may repeat).
+    dirty: Vec<usize>,
+    stale: bool,
 }
 
 impl MaxTree {
@@ -139,25 +149,51 @@ impl MaxTree {
         MaxTree {
             nodes: vec![0; 2 * width],
             width,
+            dirty: Vec::new(),
+            stale: false,
         }
     }
 
+    #[inline]
     fn set(&mut self, core: usize, key: u128) {
-        let mut i = self.width + core;
-        self.nodes[i] = key;
-        while i > 1 {
-            i /= 2;
-            let m = self.nodes[2 * i].max(self.nodes[2 * i + 1]);
-            // Unchanged here: unchanged above too.
-            if self.nodes[i] == m {
-                break;
-            }
-            self.nodes[i] = m;
+        self.nodes[self.width + core] = key;
+        self.stale = true;
+        if self.width > 8 {
+            self.dirty.push(core);
         }
+    }
+
+    /// Brings the inner nodes up to date with the leaves.
+    fn refresh(&mut self) {
+        self.stale = false;
+        if self.width <= 8 {
+            for i in (1..self.width).rev() {
+                self.nodes[i] = self.nodes[2 * i].max(self.nodes[2 * i + 1]);
+            }
+            return;
+        }
+        // One path per changed leaf, each stopping where a node is already the larger of
+        // its children: a node above it is then only out of date through another changed
+        // leaf below it, whose own path comes to it.
+        for k in 0..self.dirty.len() {
+            let mut i = self.width + self.dirty[k];
+            while i > 1 {
+                i /= 2;
+                let m = self.nodes[2 * i].max(self.nodes[2 * i + 1]);
+                if self.nodes[i] == m {
+                    break;
+                }
+                self.nodes[i] = m;
+            }
+        }
+        self.dirty.clear();
     }
 
     /// The largest key and its core; `None` when every core is idle.
-    fn max(&self) -> Option<(u128, usize)> {
+    fn max(&mut self) -> Option<(u128, usize)> {
+        if self.stale {
+            self.refresh();
+        }
         let top = self.nodes[1];
         if top == 0 {
             return None;
@@ -534,6 +570,11 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
         self.stats.batches += 1;
         if self.ready.len() > self.idle_count {
             self.preempt();
+        }
+        // Nothing to pick and nothing to deschedule (a job finished with none waiting, or
+        // jobs wait with every core busy): most batches.
+        if self.vacated_cores.is_empty() && (self.ready.is_empty() || self.idle_count == 0) {
+            return;
         }
         let mut picks = std::mem::take(&mut self.picks);
         picks.clear();
