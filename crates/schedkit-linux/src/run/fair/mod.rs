@@ -515,7 +515,7 @@ impl FairRun {
     }
 
     /// The steps of one period: nice overrides set back, the parent's load, then the share
-    /// trim and the policy's controller, each a tick of its own host ([`Self::host_tick`]).
+    /// trim and the policy's controller, each a tick of its own host through one step.
     #[allow(clippy::too_many_arguments)]
     fn period_step(
         &mut self,
