@@ -3,7 +3,9 @@
 //! Engines never compute metrics; they emit [`Event`]s into a [`TraceSink`]. The report's
 //! metrics ([`crate::report::Metrics`]) are one sink, which folds events as they come so that
 //! memory does not grow with the length of a run; [`TraceLog`] is another, which keeps every
-//! event for Gantt charts and Chrome traces. [`Tee`] feeds both.
+//! event for Gantt charts and Chrome traces. [`Tee`] feeds both. Real-time jobs are paired
+//! from their `JobRelease` and `JobFinish` events, and a deadline miss decided, in one place:
+//! [`jobs`] ([`JobTable`], [`OpenJobs`], [`misses_deadline`]).
 //!
 //! Event order contract (checked by `Metrics` in debug builds): times never decrease; a
 //! thread is `Arrive`d before it is dispatched; `Dispatch` and `Deschedule` alternate per
@@ -11,6 +13,9 @@
 
 use crate::time::Nanos;
 use serde::Serialize;
+
+pub mod jobs;
+pub use jobs::{misses_deadline, JobRow, JobTable, OpenJobs};
 
 /// Engine-assigned thread identifier. Slots may be reused after a thread's `Finish` (the
 /// simulator recycles the slots of finished real-time job threads so memory stays bounded).

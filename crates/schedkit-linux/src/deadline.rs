@@ -512,7 +512,7 @@ mod tests {
         let (r, table) = rerun_while_stalled("sched-deadline", 3, || {
             let mut table = crate::run::tasks::JobTable::default();
             let r = run_taskset(&tasks, &opts, &mut table).unwrap();
-            let missed: Vec<_> = table.jobs.iter().filter(|j| j.missed(table.last)).collect();
+            let missed: Vec<_> = table.misses(table.last()).collect();
             let verdict = Verdict {
                 misses: missed.len(),
                 unexplained: missed
@@ -520,9 +520,9 @@ mod tests {
                     .filter(|j| {
                         !explains_miss(
                             &r.stalls,
-                            j.release,
-                            j.deadline,
-                            j.finish.unwrap_or(table.last),
+                            j.release.0,
+                            j.deadline.0,
+                            j.finish.unwrap_or(table.last()).0,
                         )
                     })
                     .map(|j| format!("{j:?}"))
@@ -531,13 +531,13 @@ mod tests {
             };
             ((r, table), verdict)
         });
-        let count = |t: usize| table.jobs.iter().filter(|j| j.task == t).count();
+        let count = |t: usize| table.jobs().iter().filter(|j| j.task == t).count();
         assert_eq!((count(0), count(1)), (8, 20));
         // Every job finished, no sooner than its release plus its longest chain of work (a:
         // 1 + 2 + 1 ms; b: 2 ms), which only a master that waited for the release can do.
-        let chain = [ms(4).0, ms(2).0];
+        let chain = [ms(4), ms(2)];
         assert!(table
-            .jobs
+            .jobs()
             .iter()
             .all(|j| j.finish.is_some_and(|f| f >= j.release + chain[j.task])));
         // Task a: 7 ms of CPU per job over 4 threads, 8 jobs.

@@ -359,6 +359,28 @@ impl Request {
     }
 }
 
+/// The scenario of a one-liner (`schedkit run -- CMD`): one process named after the
+/// command's file name, running `cmd` under `policy` until `horizon`, on as many cores as
+/// this process may use (a `taskset` around schedkit narrows them, on purpose).
+pub fn command_scenario(
+    cmd: &[String],
+    policy: schedkit_core::PolicyName,
+    horizon: schedkit_core::Nanos,
+) -> std::result::Result<schedkit_core::Scenario, schedkit_core::ScenarioError> {
+    use schedkit_core::scenario::{PolicySpec, Process, Work};
+    let name = Path::new(&cmd[0])
+        .file_name()
+        .map_or(cmd[0].clone(), |n| n.to_string_lossy().to_string());
+    let cores =
+        crate::topo::Topology::host().map_or(1, |t| crate::honest::allowed_cpus(&t.online).len());
+    schedkit_core::Scenario::builder("command line")
+        .with_cores(cores)
+        .with_policy(PolicySpec::new(policy))
+        .with_horizon(horizon)
+        .process(Process::new(name, 1, Work::Spin).with_command(cmd.to_vec()))
+        .build()
+}
+
 /// Whether the kernel knows SCHED_DEADLINE.
 pub fn kernel_has_deadline() -> bool {
     // SAFETY: a plain query.

@@ -91,9 +91,11 @@ pub fn stalled_ns(stalls: &[Stall], from_ns: u64, to_ns: u64) -> u64 {
 
 /// Whether stalls explain a job released at `release_ns` that finished at `finish_ns`, after
 /// its deadline: the machine can have stalled during the job for at least as long as the job
-/// was late.
+/// was late. A miss is the one definition (`schedkit_core::trace::misses_deadline`).
 pub fn explains_miss(stalls: &[Stall], release_ns: u64, deadline_ns: u64, finish_ns: u64) -> bool {
-    finish_ns > deadline_ns && stalled_ns(stalls, release_ns, finish_ns) >= finish_ns - deadline_ns
+    use schedkit_core::{trace::misses_deadline, Nanos};
+    misses_deadline(Nanos(deadline_ns), Some(Nanos(finish_ns)), Nanos(finish_ns))
+        && stalled_ns(stalls, release_ns, finish_ns) >= finish_ns - deadline_ns
 }
 
 /// What one run of a real-time check saw, for [`rerun_while_stalled`].

@@ -4,11 +4,9 @@
 
 mod common;
 
-use schedkit_core::report::misses_deadline;
-use schedkit_core::trace::Event;
+use schedkit_core::trace::{Event, JobTable};
 use schedkit_core::{Nanos, Scenario};
 use schedkit_linux::run::tasks::{self, DeadlineEngine, TaskRunOptions};
-use std::collections::HashMap;
 
 fn scenario(policy: &str) -> Scenario {
     Scenario::parse(
@@ -23,32 +21,17 @@ fn scenario(policy: &str) -> Scenario {
     .unwrap()
 }
 
-/// Misses and jobs per task counted from the events alone, with the report's definition.
+/// Misses and jobs per task counted from the events alone, by the one pairing of job events
+/// and the one definition of a miss (`schedkit_core::trace::jobs`), which the report's fold
+/// does not go through: every finish must close a released job.
 fn from_events(events: &[Event], end: u64, tasks: usize) -> (Vec<u64>, Vec<u64>) {
-    let mut open: HashMap<(usize, u64), Nanos> = HashMap::new();
-    let (mut jobs, mut misses) = (vec![0; tasks], vec![0; tasks]);
-    for e in events {
-        match *e {
-            Event::JobRelease {
-                task,
-                job,
-                deadline,
-                ..
-            } => {
-                jobs[task] += 1;
-                open.insert((task, job), deadline);
-            }
-            Event::JobFinish { t, task, job } => {
-                let d = open.remove(&(task, job)).expect("finish of a released job");
-                misses[task] += misses_deadline(d, Some(t), Nanos(end)) as u64;
-            }
-            _ => {}
-        }
-    }
-    for ((task, _), d) in open {
-        misses[task] += misses_deadline(d, None, Nanos(end)) as u64;
-    }
-    (jobs, misses)
+    let table = JobTable::of(events);
+    assert_eq!(
+        table.unpaired_finishes(),
+        0,
+        "every finish is of a released job"
+    );
+    table.per_task(tasks, Nanos(end)).into_iter().unzip()
 }
 
 #[test]
@@ -93,12 +76,12 @@ fn a_sched_deadline_run_gives_its_job_table_from_trace_events() {
             .jobs
             .iter()
             .filter(|j| j.task == k)
-            .map(|j| j.finish.unwrap() - j.release)
+            .map(|j| (j.finish.unwrap() - j.release).0)
             .max();
         assert_eq!(row.max_response_ns, worst, "{name}");
     }
     // The table's misses are the report's, job by job.
-    let table_misses = o.jobs.iter().filter(|j| j.missed(o.end)).count() as u64;
+    let table_misses = o.jobs.iter().filter(|j| j.missed(Nanos(o.end))).count() as u64;
     assert_eq!(table_misses, r.summary.deadline_misses);
     // The kernel's measurements entered as inputs: CPU time of task a's 4 threads.
     let a = r.threads.iter().find(|t| t.name == "a").unwrap();

@@ -10,13 +10,13 @@
 //!
 //! Format reference: "Trace Event Format" (Google, the JSON Object Format with `traceEvents`).
 
-use schedkit_core::report::{misses_deadline, Report};
+use schedkit_core::report::Report;
 use schedkit_core::scenario::Scenario;
-use schedkit_core::trace::{Event, Owner, Slot, TraceLog};
+use schedkit_core::trace::{Event, JobRow, JobTable, Owner, Slot, TraceLog};
 use schedkit_core::Nanos;
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 /// The machine's pid in the trace.
 const PID: u32 = 1;
@@ -69,7 +69,8 @@ pub fn render(scenario: &Scenario, report: &Report, trace: &TraceLog, end: Nanos
 }
 
 /// [`render`] limited to `window` (`[from, to)`): run intervals cut at its edges, instants
-/// inside it.
+/// inside it. The steps: run intervals, instants (migrations, releases, marks), deadline
+/// misses, the window's cut, one order (time, track, phase), then the viewer's metadata.
 pub fn render_window(
     scenario: &Scenario,
     report: &Report,
@@ -77,30 +78,56 @@ pub fn render_window(
     end: Nanos,
     window: Option<(Nanos, Nanos)>,
 ) -> Value {
-    // The report's core count: the modelled cores for `sim`, the machine's for `run`.
-    let cores = report.cores;
-    let policy = &report.policy;
-    let jobs_tid = cores as u64;
-    let mut events: Vec<TraceEvent> = Vec::new();
-
-    for iv in trace.intervals() {
-        let (name, args) = owner_label(scenario, &iv.owner);
-        events.push(TraceEvent {
-            name,
-            ph: "X",
-            ts: us(iv.start),
-            dur: Some(us(iv.end) - us(iv.start)),
-            pid: PID,
-            tid: iv.core as u64,
-            s: None,
-            cat: Some("run"),
-            args,
-        });
+    // The report's core count: the modelled cores for `sim`, the machine's for `run`; the
+    // jobs track comes after the cores.
+    let jobs_tid = report.cores as u64;
+    let mut events = run_events(scenario, trace);
+    instant_events(scenario, trace, jobs_tid, &mut events);
+    for m in deadline_misses(trace, end) {
+        events.push(miss(scenario, &m, jobs_tid));
     }
+    if let Some((a, b)) = window {
+        cut(&mut events, us(a), us(b));
+    }
+    events.sort_by(|a, b| {
+        a.ts.total_cmp(&b.ts)
+            .then(a.tid.cmp(&b.tid))
+            .then(a.ph.cmp(b.ph))
+    });
+    let mut all = metadata(scenario, report, jobs_tid);
+    all.extend(
+        events
+            .into_iter()
+            .map(|e| serde_json::to_value(e).expect("trace events serialise")),
+    );
+    json!({ "traceEvents": all, "displayTimeUnit": "ms" })
+}
 
-    // Instants need the slot -> owner map as it was at the time (slots are recycled).
-    let mut owners: HashMap<Slot, Owner> = HashMap::new();
-    let instant = |name: String, t: Nanos, tid: u64, cat: &'static str, args: Value| TraceEvent {
+/// A complete event per run interval, on its core's track.
+fn run_events(scenario: &Scenario, trace: &TraceLog) -> Vec<TraceEvent> {
+    trace
+        .intervals()
+        .into_iter()
+        .map(|iv| {
+            let (name, args) = owner_label(scenario, &iv.owner);
+            TraceEvent {
+                name,
+                ph: "X",
+                ts: us(iv.start),
+                dur: Some(us(iv.end) - us(iv.start)),
+                pid: PID,
+                tid: iv.core as u64,
+                s: None,
+                cat: Some("run"),
+                args,
+            }
+        })
+        .collect()
+}
+
+/// An instant event (`ph: "i"`, thread scope).
+fn instant(name: String, t: Nanos, tid: u64, cat: &'static str, args: Value) -> TraceEvent {
+    TraceEvent {
         name,
         ph: "i",
         ts: us(t),
@@ -110,7 +137,19 @@ pub fn render_window(
         s: Some("t"),
         cat: Some(cat),
         args,
-    };
+    }
+}
+
+/// The instants of the trace, in its order: migrations on the destination core, releases
+/// on the jobs track, marks global.
+fn instant_events(
+    scenario: &Scenario,
+    trace: &TraceLog,
+    jobs_tid: u64,
+    events: &mut Vec<TraceEvent>,
+) {
+    // Instants need the slot -> owner map as it was at the time (slots are recycled).
+    let mut owners: HashMap<Slot, Owner> = HashMap::new();
     for e in &trace.events {
         match e {
             Event::Arrive { slot, owner, .. } => {
@@ -152,32 +191,31 @@ pub fn render_window(
             _ => {}
         }
     }
-    for m in deadline_misses(trace, end) {
-        events.push(miss(scenario, &m, jobs_tid));
-    }
-    if let Some((a, b)) = window {
-        let (a, b) = (us(a), us(b));
-        events.retain_mut(|e| match e.dur {
-            Some(d) => {
-                let (s0, s1) = (e.ts.max(a), (e.ts + d).min(b));
-                e.ts = s0;
-                e.dur = Some(s1 - s0);
-                s1 > s0
-            }
-            None => e.ts >= a && e.ts < b,
-        });
-    }
-    events.sort_by(|a, b| {
-        a.ts.total_cmp(&b.ts)
-            .then(a.tid.cmp(&b.tid))
-            .then(a.ph.cmp(b.ph))
-    });
+}
 
+/// Keeps what falls in `[a, b)` (microseconds): complete events cut at the edges, instants
+/// inside.
+fn cut(events: &mut Vec<TraceEvent>, a: f64, b: f64) {
+    events.retain_mut(|e| match e.dur {
+        Some(d) => {
+            let (s0, s1) = (e.ts.max(a), (e.ts + d).min(b));
+            e.ts = s0;
+            e.dur = Some(s1 - s0);
+            s1 > s0
+        }
+        None => e.ts >= a && e.ts < b,
+    });
+}
+
+/// The viewer's metadata: the process's name, a named and ordered track per core, and the
+/// jobs track.
+fn metadata(scenario: &Scenario, report: &Report, jobs_tid: u64) -> Vec<Value> {
+    let policy = &report.policy;
     let mut meta = vec![json!({
         "name": "process_name", "ph": "M", "pid": PID, "tid": 0,
         "args": { "name": format!("schedkit {} · {} · policy {policy}", report.engine, scenario.file()) }
     })];
-    for core in 0..cores {
+    for core in 0..report.cores {
         meta.push(json!({
             "name": "thread_name", "ph": "M", "pid": PID, "tid": core,
             "args": { "name": format!("core {core}") }
@@ -191,81 +229,30 @@ pub fn render_window(
         "name": "thread_name", "ph": "M", "pid": PID, "tid": jobs_tid,
         "args": { "name": "jobs (releases, deadline misses)" }
     }));
-    let mut all = meta;
-    all.extend(
-        events
-            .into_iter()
-            .map(|e| serde_json::to_value(e).expect("trace events serialise")),
-    );
-    json!({ "traceEvents": all, "displayTimeUnit": "ms" })
+    meta
 }
 
-/// A real-time job that finished after its deadline, or had not finished when the window
-/// ended after its deadline (`finish` is `None`).
-pub struct Miss {
-    pub task: usize,
-    pub job: u64,
-    pub deadline: Nanos,
-    pub finish: Option<Nanos>,
-}
-
-/// The deadline misses of a trace ending at `end`, in order of deadline.
-pub fn deadline_misses(trace: &TraceLog, end: Nanos) -> Vec<Miss> {
-    let mut open: BTreeMap<(usize, u64), Nanos> = BTreeMap::new();
-    let mut out = Vec::new();
-    for e in &trace.events {
-        match *e {
-            Event::JobRelease {
-                task,
-                job,
-                deadline,
-                ..
-            } => {
-                open.insert((task, job), deadline);
-            }
-            Event::JobFinish { t, task, job } => {
-                if let Some(deadline) = open.remove(&(task, job)) {
-                    if misses_deadline(deadline, Some(t), end) {
-                        out.push(Miss {
-                            task,
-                            job,
-                            deadline,
-                            finish: Some(t),
-                        });
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out.extend(
-        open.into_iter()
-            .filter(|(_, deadline)| misses_deadline(*deadline, None, end))
-            .map(|((task, job), deadline)| Miss {
-                task,
-                job,
-                deadline,
-                finish: None,
-            }),
-    );
+/// The deadline misses of a trace ending at `end`, in order of deadline (then task, job):
+/// the jobs of the one pairing of job events ([`JobTable`]) that miss by the one definition
+/// (`schedkit_core::trace::misses_deadline`). A miss is a job that finished after its
+/// deadline, or had not finished when the window ended after its deadline (`finish` is
+/// `None`).
+pub fn deadline_misses(trace: &TraceLog, end: Nanos) -> Vec<JobRow> {
+    let mut out: Vec<JobRow> = JobTable::of(&trace.events).misses(end).copied().collect();
     out.sort_by_key(|m| (m.deadline, m.task, m.job));
     out
 }
 
-fn miss(s: &Scenario, m: &Miss, tid: u64) -> TraceEvent {
+fn miss(s: &Scenario, m: &JobRow, tid: u64) -> TraceEvent {
     let (task, job, finish) = (m.task, m.job, m.finish);
     let name = &s.tasks()[task].name();
-    TraceEvent {
-        name: format!("deadline miss {name}"),
-        ph: "i",
-        ts: us(m.deadline),
-        dur: None,
-        pid: PID,
+    instant(
+        format!("deadline miss {name}"),
+        m.deadline,
         tid,
-        s: Some("t"),
-        cat: Some("deadline_miss"),
-        args: json!({ "task": name, "job": job, "finish_us": finish.map(us) }),
-    }
+        "deadline_miss",
+        json!({ "task": name, "job": job, "finish_us": finish.map(us) }),
+    )
 }
 
 #[cfg(test)]

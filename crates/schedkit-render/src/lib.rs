@@ -3,10 +3,12 @@
 //! ([`chrome`]), a scenario's errors and warnings with a caret under the value
 //! ([`diagnostic`]), and what only a real run knows: the kernel's view of a process run
 //! ([`kernel`]), the extra lines of a `[[task]]` run ([`tasks`]), the machine's topology
-//! ([`topo`]), what `restore` undid ([`restore`]) and a live run's `ctl status` ([`ctl`]).
+//! ([`topo`]), what `restore` undid ([`restore`]), what a run on work already running changed
+//! and undid ([`attach`]) and a live run's `ctl status` ([`ctl`]).
 //! Everything here turns data into text; writing it to stdout or files is the caller's
 //! business.
 
+pub mod attach;
 pub mod chart;
 pub mod chrome;
 pub mod ctl;

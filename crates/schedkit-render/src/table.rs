@@ -215,6 +215,16 @@ fn summary_table(s: &Summary) -> String {
     t.to_string()
 }
 
+/// The line after `sim`'s table that names the dispatcher's own counters (PAWS and WS
+/// steals, ...), after a blank line; `None` for a dispatcher without counters.
+pub fn policy_counters(policy: &str, counters: &[(&str, u64)]) -> Option<String> {
+    if counters.is_empty() {
+        return None;
+    }
+    let c: Vec<String> = counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    Some(format!("\n{policy} counters: {}", c.join(", ")))
+}
+
 /// The per-thread CSV.
 pub fn render_csv(r: &Report) -> String {
     let mut out = String::from(

@@ -47,20 +47,9 @@ pub fn window(
     Nanos::parse_window(w).map(Some).map_err(bad)
 }
 
-/// Writes the Gantt chart (SVG) and/or the Chrome trace (JSON) of a run.
+/// Writes the Gantt chart (SVG) and/or the Chrome trace (JSON) of a run, limited to `window`
+/// when given.
 pub fn write_trace_outputs(
-    scenario: &schedkit_core::Scenario,
-    report: &Report,
-    trace: &schedkit_core::TraceLog,
-    end: schedkit_core::Nanos,
-    gantt: Option<&std::path::Path>,
-    chrome: Option<&std::path::Path>,
-) -> Result<()> {
-    write_trace_outputs_in(scenario, report, trace, end, gantt, chrome, None)
-}
-
-/// [`write_trace_outputs`] limited to `window` when given.
-pub fn write_trace_outputs_in(
     scenario: &schedkit_core::Scenario,
     report: &Report,
     trace: &schedkit_core::TraceLog,

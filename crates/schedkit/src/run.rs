@@ -11,7 +11,7 @@ use crate::failure::{Failure, EXIT_BAD_INPUT};
 use crate::output;
 use crate::output::ReportArgs;
 use clap::{Args, ValueEnum};
-use schedkit_core::scenario::{PolicyName, PolicySpec, Process, Scenario, ScenarioError, Work};
+use schedkit_core::scenario::{PolicyName, Scenario};
 use schedkit_core::Nanos;
 use schedkit_linux::affinity::CpuSet;
 use schedkit_linux::engine::{self, RunOptions, RunPolicy};
@@ -125,26 +125,6 @@ fn bad(msg: impl Into<String>) -> Failure {
     }
 }
 
-/// The scenario of a one-liner: one process running `cmd`.
-fn command_scenario(
-    cmd: &[String],
-    policy: PolicyName,
-    horizon: Nanos,
-) -> Result<Scenario, ScenarioError> {
-    let name = std::path::Path::new(&cmd[0])
-        .file_name()
-        .map_or(cmd[0].clone(), |n| n.to_string_lossy().to_string());
-    // A one-liner asks for the CPUs it may use (a `taskset` narrows them, on purpose).
-    let cores = schedkit_linux::topo::Topology::host()
-        .map_or(1, |t| schedkit_linux::honest::allowed_cpus(&t.online).len());
-    Scenario::builder("command line")
-        .with_cores(cores)
-        .with_policy(PolicySpec::new(policy))
-        .with_horizon(horizon)
-        .process(Process::new(name, 1, Work::Spin).with_command(cmd.to_vec()))
-        .build()
-}
-
 pub fn run(a: RunArgs) -> Result<(), Failure> {
     let request = request_of(&a)?;
     if a.one.pid.is_some() || a.one.cgroup.is_some() || a.one.unit.is_some() {
@@ -247,7 +227,7 @@ fn scenario_of(a: &RunArgs, horizon: Option<Nanos>) -> Result<Scenario, Failure>
         // The same parse and runnability checks as `sim` (no work, work after the horizon:
         // exit 2 with the line and a caret; far-off durations: a warning).
         (Some(f), true) => crate::simcmd::load(f, &crate::simcmd::SimOverrides::default())?.scenario,
-        (None, false) => command_scenario(
+        (None, false) => schedkit_linux::oneshot::command_scenario(
             &a.command,
             if a.exclusive {
                 PolicyName::Exclusive
@@ -344,6 +324,7 @@ fn print_outcome(a: &RunArgs, outcome: &engine::RunOutcome) -> Result<(), Failur
             outcome.end,
             a.gantt.as_deref(),
             a.trace.as_deref(),
+            None,
         )?;
     }
     if let Some(p) = &a.linux_json {

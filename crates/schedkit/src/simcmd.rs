@@ -109,20 +109,19 @@ pub fn sim(a: SimArgs) -> Result<(), Failure> {
     let (report, trace, stats) = simulate(&loaded, a.overrides.max_events, keep_trace)?;
     output::emit(&report, &a.report)?;
     // The dispatcher's own counters (PAWS and WS steals, ...) after the shared table.
-    if !a.report.json && !a.report.csv && !stats.policy_counters.is_empty() {
-        let c: Vec<String> = stats
-            .policy_counters
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        println!("\n{} counters: {}", report.policy, c.join(", "));
+    if !a.report.json && !a.report.csv {
+        if let Some(line) =
+            schedkit_render::table::policy_counters(&report.policy, &stats.policy_counters)
+        {
+            println!("{line}");
+        }
     }
     if let (Some(dir), Some(trace)) = (&a.parquet, &trace) {
         let tables = schedkit_io::tables::sim_tables(scenario, &report, trace);
         crate::io_cmds::write_parquet(dir, &tables)?;
     }
     if let Some(trace) = trace {
-        output::write_trace_outputs_in(
+        output::write_trace_outputs(
             scenario,
             &report,
             &trace,

@@ -25,7 +25,6 @@ use crate::scenario::Scenario;
 use crate::time::Nanos;
 use crate::trace::{Event, Owner, Reason, Slot, TraceSink};
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
 
 mod finish;
 mod fold;
@@ -34,17 +33,9 @@ mod sink;
 #[cfg(test)]
 mod tests;
 
-/// Whether a job with absolute deadline `deadline` misses it (docs/metrics.md, "deadline
-/// miss"): finished (`finish` is `Some`) after the deadline, or not finished by the end of
-/// the run, `end`, with the deadline before then. A job finishing exactly at its deadline
-/// meets it; `end` matters only for an unfinished job. The one definition the report's
-/// counts and the Chrome trace's miss events share.
-pub fn misses_deadline(deadline: Nanos, finish: Option<Nanos>, end: Nanos) -> bool {
-    match finish {
-        Some(t) => t > deadline,
-        None => deadline < end,
-    }
-}
+/// The one definition of a deadline miss, with the pairing of job events it goes with
+/// ([`crate::trace::jobs`]).
+pub use crate::trace::misses_deadline;
 
 /// Per thread (process threads) or per task (real-time tasks, aggregated over jobs).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -181,37 +172,8 @@ struct TaskStats {
     switches: u64,
 }
 
-/// A task's released, unfinished jobs, sorted by job number. Jobs are released in order and
-/// mostly finish in order, so a deque serves both ends in O(1) and keeps its buffer: a
-/// `BTreeMap` here allocated a node whenever a task's first open job was released and freed
-/// it when the last finished, once per job in a periodic set (an eighth of a global-EDF run).
-#[derive(Clone, Default)]
-struct OpenJobs(VecDeque<(u64, (Nanos, Nanos))>);
-
-impl OpenJobs {
-    /// Adds (or replaces, as a map would) job `job`.
-    fn insert(&mut self, job: u64, v: (Nanos, Nanos)) {
-        match self.0.back() {
-            Some(&(last, _)) if last >= job => match self.0.binary_search_by_key(&job, |e| e.0) {
-                Ok(i) => self.0[i].1 = v,
-                Err(i) => self.0.insert(i, (job, v)),
-            },
-            _ => self.0.push_back((job, v)),
-        }
-    }
-
-    fn remove(&mut self, job: u64) -> Option<(Nanos, Nanos)> {
-        if self.0.front().is_some_and(|e| e.0 == job) {
-            return self.0.pop_front().map(|e| e.1);
-        }
-        let i = self.0.binary_search_by_key(&job, |e| e.0).ok()?;
-        self.0.remove(i).map(|e| e.1)
-    }
-
-    fn values(&self) -> impl Iterator<Item = &(Nanos, Nanos)> {
-        self.0.iter().map(|e| &e.1)
-    }
-}
+/// A task's released, unfinished jobs: (release, deadline) by job number.
+type OpenJobs = crate::trace::OpenJobs<(Nanos, Nanos)>;
 
 /// An owner of CPU time: a process (index < processes) or a task.
 #[derive(Clone, Default)]

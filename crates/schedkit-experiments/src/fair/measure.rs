@@ -334,15 +334,7 @@ pub(super) fn cell(
     };
     // CPU per entity in 5 ms bins: windowed shares and the lag over time.
     let step = 5_000_000u64;
-    let groups: Vec<Option<usize>> = sc.processes().iter().map(|p| p.group()).collect();
-    let map = move |o: Owner| match o {
-        Owner::Process { process, .. } => match by {
-            By::Process => Some(process),
-            By::Group => groups.get(process).copied().flatten(),
-        },
-        Owner::Task { .. } => None,
-    };
-    let bins = cpu_bins(events, rows.len(), &map, step, end.0);
+    let bins = entity_bins(sc, events, rows.len(), by, step, end);
     let nb = bins.first().map_or(0, |b| b.len());
     let total: Vec<u64> = (0..nb).map(|i| bins.iter().map(|b| b[i]).sum()).collect();
     let job: u64 = total.iter().sum();
@@ -355,62 +347,96 @@ pub(super) fn cell(
     let frac: Vec<f64> = c.ideal.iter().map(|x| x / isum.max(1e-12)).collect();
     c.norm_share = c.share.iter().map(|x| x / c.job_share.max(1e-12)).collect();
     c.norm_ideal = frac.clone();
-    // Every entity here is busy all the time: lag(t) = fraction x job CPU(t) - CPU(t), at
-    // every 5 ms bin edge (exact for sampled real runs at their sample instants).
-    let mut cum = vec![0u64; rows.len()];
+    let (worst_all, lag_timeline) = job_lag(&bins, &total, &frac, step);
+    c.norm_max_lag_ms = worst_all / 1e6;
+    c.lag_timeline = lag_timeline;
+    if let Some(tr) = track {
+        track_change(&mut c, &bins[tr.entity], &total, tr, step);
+    }
+    c
+}
+
+/// CPU time per entity (process or group, by `by`) in bins of `step` ns up to `end`.
+fn entity_bins(
+    sc: &Scenario,
+    events: &[Event],
+    entities: usize,
+    by: By,
+    step: u64,
+    end: Nanos,
+) -> Vec<Vec<u64>> {
+    let groups: Vec<Option<usize>> = sc.processes().iter().map(|p| p.group()).collect();
+    let map = move |o: Owner| match o {
+        Owner::Process { process, .. } => match by {
+            By::Process => Some(process),
+            By::Group => groups.get(process).copied().flatten(),
+        },
+        Owner::Task { .. } => None,
+    };
+    cpu_bins(events, entities, &map, step, end.0)
+}
+
+/// The largest |lag| against the job's CPU over the run (ns), and the lag over time (s, ms)
+/// every tenth bin. Every entity here is busy all the time: lag(t) = fraction x job CPU(t) -
+/// CPU(t), at every bin edge (exact for sampled real runs at their sample instants).
+fn job_lag(bins: &[Vec<u64>], total: &[u64], frac: &[f64], step: u64) -> (f64, Vec<(f64, f64)>) {
+    let mut timeline = Vec::new();
+    let mut cum = vec![0u64; bins.len()];
     let mut cum_total = 0u64;
     let mut worst_all = 0.0f64;
-    for i in 0..nb {
+    for (i, &t) in total.iter().enumerate() {
         for (k, b) in bins.iter().enumerate() {
             cum[k] += b[i];
         }
-        cum_total += total[i];
+        cum_total += t;
         let worst = cum
             .iter()
-            .zip(&frac)
+            .zip(frac)
             .map(|(&cpu, &f)| (f * cum_total as f64 - cpu as f64).abs())
             .fold(0.0, f64::max);
         worst_all = worst_all.max(worst);
         if (i + 1) % 10 == 0 {
-            c.lag_timeline
-                .push(((i as u64 + 1) as f64 * step as f64 / 1e9, worst / 1e6));
+            timeline.push(((i as u64 + 1) as f64 * step as f64 / 1e9, worst / 1e6));
         }
     }
-    c.norm_max_lag_ms = worst_all / 1e6;
-    if let Some(tr) = track {
-        let w = (WINDOW.0 / step) as usize;
-        let shares = window_shares(&bins[tr.entity], &total, w);
-        c.timeline = shares
-            .iter()
-            .enumerate()
-            .step_by(10)
-            .map(|(i, s)| ((i as f64 + w as f64 / 2.0) * step as f64 / 1e9, s * 100.0))
-            .collect();
-        let change_bin = (tr.change.0 / step) as usize;
-        let hold = (1_000_000_000 / step) as usize;
-        let secs = |b: Option<usize>| b.map(|b| b as f64 * step as f64 / 1e9);
-        c.recovery_s = Some(secs(recovery(&shares, change_bin, tr.target, TOL, hold)));
-        c.first_in_band_s = Some(secs(recovery(&shares, change_bin, tr.target, TOL, 0)));
-        let before: Vec<f64> = shares
-            .get(change_bin / 2..change_bin.saturating_sub(w).max(change_bin / 2))
-            .unwrap_or(&[])
-            .to_vec();
-        // From 1 s after the change, or from half-way through what is left of a short run.
-        let settle = hold.min(shares.len().saturating_sub(change_bin) / 2);
-        let after: Vec<f64> = shares
-            .get((change_bin + settle).min(shares.len())..)
-            .unwrap_or(&[])
-            .to_vec();
-        if !before.is_empty() {
-            let b = median(&before);
-            c.before_share = Some(b);
-            c.recovery_own_s = Some(secs(recovery(&shares, change_bin, b, TOL, hold)));
-        }
-        if !after.is_empty() {
-            c.after_share = Some(median(&after));
-        }
+    (worst_all, timeline)
+}
+
+/// How the tracked entity's windowed share moved around its change: the timeline, the
+/// recovery times (into the target's band and held, first in it, into the band of its own
+/// share before the change), and its median share before and after.
+fn track_change(c: &mut Cell, bins: &[u64], total: &[u64], tr: Track, step: u64) {
+    let w = (WINDOW.0 / step) as usize;
+    let shares = window_shares(bins, total, w);
+    c.timeline = shares
+        .iter()
+        .enumerate()
+        .step_by(10)
+        .map(|(i, s)| ((i as f64 + w as f64 / 2.0) * step as f64 / 1e9, s * 100.0))
+        .collect();
+    let change_bin = (tr.change.0 / step) as usize;
+    let hold = (1_000_000_000 / step) as usize;
+    let secs = |b: Option<usize>| b.map(|b| b as f64 * step as f64 / 1e9);
+    c.recovery_s = Some(secs(recovery(&shares, change_bin, tr.target, TOL, hold)));
+    c.first_in_band_s = Some(secs(recovery(&shares, change_bin, tr.target, TOL, 0)));
+    let before: Vec<f64> = shares
+        .get(change_bin / 2..change_bin.saturating_sub(w).max(change_bin / 2))
+        .unwrap_or(&[])
+        .to_vec();
+    // From 1 s after the change, or from half-way through what is left of a short run.
+    let settle = hold.min(shares.len().saturating_sub(change_bin) / 2);
+    let after: Vec<f64> = shares
+        .get((change_bin + settle).min(shares.len())..)
+        .unwrap_or(&[])
+        .to_vec();
+    if !before.is_empty() {
+        let b = median(&before);
+        c.before_share = Some(b);
+        c.recovery_own_s = Some(secs(recovery(&shares, change_bin, b, TOL, hold)));
     }
-    c
+    if !after.is_empty() {
+        c.after_share = Some(median(&after));
+    }
 }
 
 /// Runs `sc` in the simulator.

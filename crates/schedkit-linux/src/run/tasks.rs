@@ -20,11 +20,10 @@
 use super::host;
 use crate::{Error, Result};
 use schedkit_core::control::Controller;
-use schedkit_core::report::{misses_deadline, MeasuredTask, Metrics, Report};
+use schedkit_core::report::{MeasuredTask, Metrics, Report};
 use schedkit_core::scenario::{PolicyName, Scenario};
 use schedkit_core::trace::{Event, TraceLog, TraceSink};
 use schedkit_core::Nanos;
-use std::collections::HashMap;
 use std::time::Duration;
 
 /// Policies a `[[task]]` scenario runs under in `schedkit run`.
@@ -115,35 +114,9 @@ pub fn shape(scenario: &Scenario) -> Result<TaskShape> {
     })
 }
 
-/// One job as its events told it (times in ns from the run's origin, the first possible
-/// release): `finish` is `None` for a job released but not finished when the stream ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct JobRow {
-    pub task: usize,
-    pub job: u64,
-    pub release: u64,
-    pub deadline: u64,
-    pub finish: Option<u64>,
-}
-
-impl JobRow {
-    /// Whether the job missed its deadline by `end` (`schedkit_core::report::misses_deadline`,
-    /// the report's own definition).
-    pub fn missed(&self, end: u64) -> bool {
-        misses_deadline(Nanos(self.deadline), self.finish.map(Nanos), Nanos(end))
-    }
-}
-
-/// The jobs of a stream of trace events, in release order: a [`TraceSink`] that pairs each
-/// `JobRelease` with its `JobFinish`.
-#[derive(Clone, Debug, Default)]
-pub struct JobTable {
-    pub jobs: Vec<JobRow>,
-    /// (task, job) to its row, while it is open.
-    open: HashMap<(usize, u64), usize>,
-    /// The time of the last event.
-    pub last: u64,
-}
+/// The job table of a task-set run: the one pairing of job events, in schedkit-core
+/// (`schedkit_core::trace::jobs`), re-exported where the task engines find it.
+pub use schedkit_core::trace::{JobRow, JobTable};
 
 /// A trace sink a task-set engine streams its jobs into: told the cores the set runs on
 /// before the first event ([`TaskFold`] needs them; a bare [`JobTable`] does not).
@@ -152,35 +125,6 @@ pub trait JobSink: TraceSink {
 }
 
 impl JobSink for JobTable {}
-
-impl TraceSink for JobTable {
-    fn record(&mut self, e: &Event) {
-        self.last = self.last.max(e.time().0);
-        match *e {
-            Event::JobRelease {
-                t,
-                task,
-                job,
-                deadline,
-            } => {
-                self.open.insert((task, job), self.jobs.len());
-                self.jobs.push(JobRow {
-                    task,
-                    job,
-                    release: t.0,
-                    deadline: deadline.0,
-                    finish: None,
-                });
-            }
-            Event::JobFinish { t, task, job } => {
-                if let Some(i) = self.open.remove(&(task, job)) {
-                    self.jobs[i].finish = Some(t.0);
-                }
-            }
-            _ => {}
-        }
-    }
-}
 
 /// Puts the events of several threads in the order a trace sink takes them: time order, and
 /// at one instant releases first (a job released and finished at the same nanosecond does
@@ -282,14 +226,14 @@ impl<'s> TaskFold<'s> {
             );
         }
         m.measured_totals(counts.total_switches, counts.total_migrations);
-        let end = self.table.last.max(window);
+        let end = self.table.last().0.max(window);
         m.frame(
             Some(format!("{} worker(s)", counts.cores)),
             frame_warnings(&degraded, window, end),
         );
         TaskOutcome {
             report: m.finish(Nanos(end)),
-            jobs: self.table.jobs,
+            jobs: self.table.into_jobs(),
             end,
             counts,
             degraded,
@@ -490,7 +434,7 @@ mod tests {
         };
         let o = fold.finish(counts, ms(20).0, Vec::new());
         assert_eq!(o.end, ms(25).0);
-        let missed = o.jobs.iter().filter(|j| j.missed(o.end)).count() as u64;
+        let missed = o.jobs.iter().filter(|j| j.missed(Nanos(o.end))).count() as u64;
         assert_eq!((missed, o.report.summary.deadline_misses), (2, 2));
         assert_eq!(o.report.summary.jobs, o.jobs.len() as u64);
         assert_eq!(o.trace.unwrap().events.len(), events.len());

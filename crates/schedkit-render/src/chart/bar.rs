@@ -92,8 +92,55 @@ impl BarChart {
     }
 }
 
+/// Where a bar chart's parts go inside its area (see [`BarChart::layout`]).
+struct BarLayout {
+    plot: Rect,
+    /// Width of one category's slot, of its group of bars, of one bar.
+    slot: f64,
+    group_w: f64,
+    bar_w: f64,
+    /// Category labels rotated (they would overlap), and the room kept for them below.
+    rotated: bool,
+    label_room: f64,
+}
+
 impl Chart for BarChart {
+    /// The steps: title and legend, the layout, the y axis over every value drawn, each
+    /// category's group of bars with its label, then the zero line, the x label, "no data"
+    /// and the frame.
     fn draw(&self, svg: &mut Svg, area: Rect) {
+        let top = header(
+            svg,
+            area,
+            &self.title,
+            self.legend_title.as_deref(),
+            &self.legend(),
+        );
+        let l = self.layout(area, top);
+        let (lo, hi) = data_range(self.values_drawn(), true);
+        let ys = y_axis(svg, l.plot, &self.y, lo, hi);
+        for ci in 0..self.categories.len() {
+            self.draw_category(svg, &l, &ys, ci);
+        }
+        let (plot, zero) = (l.plot, ys.map(0.0));
+        svg.line(plot.x, zero, plot.x + plot.w, zero, AXIS_COLOR, 1.0);
+        svg.text(
+            plot.x + plot.w / 2.0,
+            plot.y + plot.h + l.label_room + 20.0,
+            &self.x_label,
+            LABEL_FONT,
+            Anchor::Middle,
+        );
+        if self.series.is_empty() || self.categories.is_empty() {
+            no_data(svg, plot, self.no_data.as_deref());
+        }
+        svg.frame(plot.x, plot.y, plot.w, plot.h, AXIS_COLOR);
+    }
+}
+
+impl BarChart {
+    /// The series, then the reference and the marks (black lines) when there are any.
+    fn legend(&self) -> Vec<LegendEntry> {
         let mut legend: Vec<LegendEntry> = self
             .series
             .iter()
@@ -114,13 +161,12 @@ impl Chart for BarChart {
                 line: true,
             });
         }
-        let top = header(
-            svg,
-            area,
-            &self.title,
-            self.legend_title.as_deref(),
-            &legend,
-        );
+        legend
+    }
+
+    /// The plot below `top`, with room on the left for the y axis and below for the
+    /// category labels.
+    fn layout(&self, area: Rect, top: f64) -> BarLayout {
         let n = self.categories.len().max(1) as f64;
         let plot_w = area.w - 70.0 - 25.0;
         let slot = plot_w / n;
@@ -142,6 +188,21 @@ impl Chart for BarChart {
             w: plot_w,
             h: area.y + area.h - top - 6.0 - label_room - 28.0,
         };
+        let k = self.series.len().max(1) as f64;
+        let group_w = slot * 0.8;
+        BarLayout {
+            plot,
+            slot,
+            group_w,
+            bar_w: group_w / k,
+            rotated,
+            label_room,
+        }
+    }
+
+    /// Every value the y axis must hold: bars and their error bounds, then the reference
+    /// and the marks.
+    fn values_drawn(&self) -> impl Iterator<Item = f64> + '_ {
         let vals = self.series.iter().flat_map(|s| {
             s.values.iter().copied().chain(
                 s.errors
@@ -158,70 +219,59 @@ impl Chart for BarChart {
                     .iter()
                     .flat_map(|s| s.marks.iter().flatten().copied()),
             );
-        let (lo, hi) = data_range(vals.chain(refs), true);
-        let ys = y_axis(svg, plot, &self.y, lo, hi);
-        let k = self.series.len().max(1) as f64;
-        let group_w = slot * 0.8;
-        let bar_w = group_w / k;
+        vals.chain(refs)
+    }
+
+    /// Category `ci`: a bar per series (with its zero label, mark and error bar), the
+    /// reference across the group, the category's label.
+    fn draw_category(&self, svg: &mut Svg, l: &BarLayout, ys: &Scale, ci: usize) {
+        let (plot, slot, group_w, bar_w) = (l.plot, l.slot, l.group_w, l.bar_w);
+        let cat = &self.categories[ci];
         let zero = ys.map(0.0);
         let base = plot.y + plot.h;
-        for (ci, cat) in self.categories.iter().enumerate() {
-            let gx = plot.x + ci as f64 * slot + (slot - group_w) / 2.0;
-            for (si, s) in self.series.iter().enumerate() {
-                let v = s.values[ci];
-                let x = gx + si as f64 * bar_w;
-                let y = ys.map(v);
-                let tip = format!("{} · {}: {} {}", cat, s.name, fmt_value(v), self.y.unit);
-                svg.rect(
-                    x,
-                    y.min(zero),
-                    (bar_w - 1.0).max(0.5),
-                    (y - zero).abs(),
-                    &color(si),
-                    Some(tip.trim_end()),
+        let gx = plot.x + ci as f64 * slot + (slot - group_w) / 2.0;
+        for (si, s) in self.series.iter().enumerate() {
+            let v = s.values[ci];
+            let x = gx + si as f64 * bar_w;
+            let y = ys.map(v);
+            let tip = format!("{} · {}: {} {}", cat, s.name, fmt_value(v), self.y.unit);
+            svg.rect(
+                x,
+                y.min(zero),
+                (bar_w - 1.0).max(0.5),
+                (y - zero).abs(),
+                &color(si),
+                Some(tip.trim_end()),
+            );
+            // A zero bar has no height: say 0 so it does not read as missing.
+            if v == 0.0 {
+                svg.text(x + bar_w / 2.0, zero - 4.0, "0", TICK_FONT, Anchor::Middle);
+            }
+            if let Some(marks) = &s.marks {
+                let my = ys.map(marks[ci]);
+                svg.line(x - 1.0, my, x + bar_w, my, "#111111", 2.0);
+            }
+            if let Some(errs) = &s.errors {
+                let (elo, ehi) = errs[ci];
+                error_bar(
+                    svg,
+                    x + bar_w / 2.0,
+                    ys.map(elo),
+                    ys.map(ehi),
+                    (bar_w / 4.0).min(4.0),
                 );
-                // A zero bar has no height: say 0 so it does not read as missing.
-                if v == 0.0 {
-                    svg.text(x + bar_w / 2.0, zero - 4.0, "0", TICK_FONT, Anchor::Middle);
-                }
-                if let Some(marks) = &s.marks {
-                    let my = ys.map(marks[ci]);
-                    svg.line(x - 1.0, my, x + bar_w, my, "#111111", 2.0);
-                }
-                if let Some(errs) = &s.errors {
-                    let (elo, ehi) = errs[ci];
-                    error_bar(
-                        svg,
-                        x + bar_w / 2.0,
-                        ys.map(elo),
-                        ys.map(ehi),
-                        (bar_w / 4.0).min(4.0),
-                    );
-                }
-            }
-            if let Some((_, refs)) = &self.reference {
-                let y = ys.map(refs[ci]);
-                svg.line(gx - 2.0, y, gx + group_w + 2.0, y, "#111111", 2.0);
-            }
-            let cx = plot.x + (ci as f64 + 0.5) * slot;
-            if rotated {
-                svg.text_rot(cx, base + 14.0, cat, TICK_FONT, Anchor::End, false, -40.0);
-            } else {
-                svg.text(cx, base + 16.0, cat, TICK_FONT, Anchor::Middle);
             }
         }
-        svg.line(plot.x, zero, plot.x + plot.w, zero, AXIS_COLOR, 1.0);
-        svg.text(
-            plot.x + plot.w / 2.0,
-            base + label_room + 20.0,
-            &self.x_label,
-            LABEL_FONT,
-            Anchor::Middle,
-        );
-        if self.series.is_empty() || self.categories.is_empty() {
-            no_data(svg, plot, self.no_data.as_deref());
+        if let Some((_, refs)) = &self.reference {
+            let y = ys.map(refs[ci]);
+            svg.line(gx - 2.0, y, gx + group_w + 2.0, y, "#111111", 2.0);
         }
-        svg.frame(plot.x, plot.y, plot.w, plot.h, AXIS_COLOR);
+        let cx = plot.x + (ci as f64 + 0.5) * slot;
+        if l.rotated {
+            svg.text_rot(cx, base + 14.0, cat, TICK_FONT, Anchor::End, false, -40.0);
+        } else {
+            svg.text(cx, base + 16.0, cat, TICK_FONT, Anchor::Middle);
+        }
     }
 }
 

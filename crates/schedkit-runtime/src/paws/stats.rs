@@ -166,8 +166,16 @@ impl JobRecord {
     pub fn response(&self) -> u64 {
         self.finish.saturating_sub(self.release)
     }
+    /// Whether the job finished after its deadline (`schedkit_core::trace::misses_deadline`,
+    /// the one definition; a record is of a finished job, so the end of the run does not
+    /// matter).
     pub fn missed(&self) -> bool {
-        self.finish > self.deadline
+        use schedkit_core::Nanos;
+        schedkit_core::trace::misses_deadline(
+            Nanos(self.deadline),
+            Some(Nanos(self.finish)),
+            Nanos(self.finish),
+        )
     }
 }
 

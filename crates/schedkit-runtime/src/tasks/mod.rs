@@ -32,7 +32,7 @@ pub use schedkit_linux::run::tasks::REAL_TASK_POLICIES;
 use crate::paws::harness::{self, HarnessOpts};
 use crate::paws::Mode;
 use schedkit_core::scenario::{PolicyName, Task};
-use schedkit_core::trace::Event;
+use schedkit_core::trace::{misses_deadline, Event};
 use schedkit_core::Nanos;
 use schedkit_linux::deadline::{self, DeadlineOptions};
 use schedkit_linux::run::tasks::{JobRow, JobSink, JobTable, TaskCounts};
@@ -55,20 +55,30 @@ impl Job {
     pub fn response(&self) -> u64 {
         self.finish.saturating_sub(self.release)
     }
+    /// Whether the job finished after its deadline: the one definition
+    /// (`schedkit_core::trace::misses_deadline`; a `Job` is always finished, so the end of
+    /// the run does not matter).
     pub fn missed(&self) -> bool {
-        self.finish > self.deadline
+        misses_deadline(
+            Nanos(self.deadline),
+            Some(Nanos(self.finish)),
+            Nanos(self.finish),
+        )
     }
 
-    /// The finished jobs of a job table (a task-set engine finishes every job it releases).
+    /// The finished jobs of a job table. A task-set engine finishes every job it releases
+    /// (it waits for the last one before it returns), so nothing is dropped in practice; a
+    /// job left open would count in the report's misses (if due before the end) but not
+    /// here, where there is no finish to hold.
     pub fn finished(rows: &[JobRow]) -> Vec<Job> {
         rows.iter()
             .filter_map(|r| {
                 Some(Job {
                     task: r.task,
                     job: r.job,
-                    release: r.release,
-                    deadline: r.deadline,
-                    finish: r.finish?,
+                    release: r.release.0,
+                    deadline: r.deadline.0,
+                    finish: r.finish?.0,
                 })
             })
             .collect()
@@ -200,7 +210,7 @@ pub fn run_real_shaped(
 ) -> Result<RealRun, Error> {
     let mut table = JobTable::default();
     let mut run = run_streamed(tasks, policy, o, shape, &mut table)?;
-    run.jobs = Job::finished(&table.jobs);
+    run.jobs = Job::finished(table.jobs());
     Ok(run)
 }
 

@@ -234,45 +234,20 @@ pub(super) fn attach(a: &RunArgs, req: Request) -> Result<(), Failure> {
     print_attached(&r?)
 }
 
-/// What an attached run changed and undid; exit 1 when a change could not be undone.
+/// What an attached run changed and undid (`schedkit_render::attach`); exit 1 when a change
+/// could not be undone.
 fn print_attached(r: &schedkit_linux::attach::AttachReport) -> Result<(), Failure> {
     for w in &r.warnings {
         eprintln!("schedkit: warning: {w}");
     }
-    if let Some(x) = &r.exclusive {
-        println!(
-            "exclusive mode: system CPUs {}, job CPUs {}, SCHED_FIFO {}; moved {} other \
-                thread(s) and {} IRQ(s) to the system CPUs (the kernel refused {} IRQ(s))",
-            x.system_cpus,
-            x.job_cpus,
-            x.priority,
-            x.moved_threads,
-            x.moved_irqs.len(),
-            x.refused_irqs.len()
-        );
-    }
-    let ok = r.undone.iter().filter(|u| u.outcome == Ok(true)).count();
-    let failed: Vec<_> = r.undone.iter().filter(|u| u.outcome.is_err()).collect();
-    println!(
-        "{}: changed {} thread(s) of {} process(es); ended by {}; restored {ok} change(s){}; \
-            the work was left running",
-        r.target,
-        r.threads,
-        r.processes,
-        r.ended_by,
-        if failed.is_empty() {
-            String::new()
-        } else {
-            format!(", {} FAILED (run `schedkit restore`)", failed.len())
-        }
-    );
-    if !failed.is_empty() {
-        return Err(Failure {
+    print!("{}", schedkit_render::attach::text(r));
+    match schedkit_render::attach::failed_undos(r) {
+        0 => Ok(()),
+        failed => Err(Failure {
             status: 1,
-            message: format!("{} change(s) could not be undone", failed.len()),
-        });
+            message: format!("{failed} change(s) could not be undone"),
+        }),
     }
-    Ok(())
 }
 
 /// One command's flags, checked against the machine before anything starts (`None` for a

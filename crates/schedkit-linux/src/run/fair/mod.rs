@@ -494,9 +494,30 @@ impl FairRun {
         }
     }
 
-    /// One controller period (see the type's docs).
+    /// One controller period (see the type's docs), its cost on the engine thread's CPU
+    /// clock counted.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn tick(
+        &mut self,
+        now: u64,
+        scenario: &Scenario,
+        cores: usize,
+        tracks: (&[Track], &HashMap<i32, usize>),
+        journal: &mut Journal,
+        events: &mut Vec<Event>,
+        warnings: &mut Vec<String>,
+    ) {
+        let cpu0 = workload::thread_cpu_ns();
+        self.ticks += 1;
+        self.next_tick = now + self.period;
+        self.period_step(now, scenario, cores, tracks, journal, events, warnings);
+        self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);
+    }
+
+    /// The steps of one period: nice overrides set back, the parent's load, then the share
+    /// trim and the policy's controller, each a tick of its own host through one step.
+    #[allow(clippy::too_many_arguments)]
+    fn period_step(
         &mut self,
         now: u64,
         scenario: &Scenario,
@@ -506,36 +527,12 @@ impl FairRun {
         events: &mut Vec<Event>,
         warnings: &mut Vec<String>,
     ) {
-        let cpu0 = workload::thread_cpu_ns();
-        self.ticks += 1;
-        self.next_tick = now + self.period;
         let live = || tracks.iter().filter(|t| !t.finished);
-        // A thread's own nice change: found, set back, reported.
         if self.thread_weights {
-            for tr in live() {
-                let Some(&want) = self.nice.get(&tr.tid) else {
-                    continue;
-                };
-                if let Some(cur) = get_nice(tr.tid) {
-                    if cur != want && set_nice(tr.tid, want).is_ok() {
-                        self.overrides += 1;
-                        if self.first_overrides.len() < 5 {
-                            let sp = &scenario.processes()[tr.process];
-                            self.first_overrides.push(format!(
-                                "{}.{} (tid {}) set nice {cur} at {}; set back to {want}",
-                                sp.name(),
-                                tr.index,
-                                tr.tid,
-                                Nanos(now)
-                            ));
-                        }
-                    }
-                }
-            }
+            self.set_back_nice(now, scenario, live());
         }
         self.update_parent_load(scenario, tracks);
         if self.host.is_none() && self.trim.is_none() {
-            self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);
             return;
         }
         let views: Vec<ThreadView> = live()
@@ -556,13 +553,15 @@ impl FairRun {
             .collect();
         // (The snapshots' group weights are those before this tick's actions.)
         let group_weights = self.group_weights.clone();
-        // The share trim first, as its own controller on the same host contract.
-        if let Some(mut trim) = self.trim.take() {
-            let cpu = self.process_cpu(now, tracks, warnings);
-            trim.set_process_cpu(cpu, self.cpu_epoch);
-            trim.set_threads(views.iter().cloned());
+        // One hosted controller's tick (the trim's and the policy's are the same step):
+        // every action through `FairApply`, what the host refused into the warnings.
+        let tick = |run: &mut FairRun,
+                    host: &mut Host,
+                    journal: &mut Journal,
+                    events: &mut Vec<Event>,
+                    warnings: &mut Vec<String>| {
             let mut apply = FairApply {
-                run: self,
+                run,
                 now,
                 scenario,
                 tracks: (tracks, by_tid),
@@ -571,14 +570,20 @@ impl FairRun {
                 warnings,
             };
             // FairApply never fails: what it cannot apply is a warning.
-            let _ = trim.tick(Nanos(now), cores, &group_weights, scenario, &mut apply);
-            warnings.append(&mut trim.refused);
+            let _ = host.tick(Nanos(now), cores, &group_weights, scenario, &mut apply);
+            apply.warnings.append(&mut host.refused);
+        };
+        // The share trim first, as its own controller on the same host contract.
+        if let Some(mut trim) = self.trim.take() {
+            let cpu = self.process_cpu(now, tracks, warnings);
+            trim.set_process_cpu(cpu, self.cpu_epoch);
+            trim.set_threads(views.iter().cloned());
+            tick(self, &mut trim, journal, events, warnings);
             if !self.trim_failed {
                 self.trim = Some(trim);
             }
         }
         let Some(mut host) = self.host.take() else {
-            self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);
             return;
         };
         // Threads seen for the first time keep the nice their placement gave them.
@@ -594,20 +599,37 @@ impl FairRun {
         if self.pin_first_seen {
             self.place_new_threads(scenario, cores, views, (tracks, by_tid), journal);
         }
-        let mut apply = FairApply {
-            run: self,
-            now,
-            scenario,
-            tracks: (tracks, by_tid),
-            journal,
-            events,
-            warnings,
-        };
-        // FairApply never fails: what it cannot apply is a warning.
-        let _ = host.tick(Nanos(now), cores, &group_weights, scenario, &mut apply);
-        warnings.append(&mut host.refused);
+        tick(self, &mut host, journal, events, warnings);
         self.host = Some(host);
-        self.cpu_ns += workload::thread_cpu_ns().saturating_sub(cpu0);
+    }
+
+    /// A thread's own nice change: found, set back, counted, the first five described.
+    fn set_back_nice<'t>(
+        &mut self,
+        now: u64,
+        scenario: &Scenario,
+        live: impl Iterator<Item = &'t Track>,
+    ) {
+        for tr in live {
+            let Some(&want) = self.nice.get(&tr.tid) else {
+                continue;
+            };
+            if let Some(cur) = get_nice(tr.tid) {
+                if cur != want && set_nice(tr.tid, want).is_ok() {
+                    self.overrides += 1;
+                    if self.first_overrides.len() < 5 {
+                        let sp = &scenario.processes()[tr.process];
+                        self.first_overrides.push(format!(
+                            "{}.{} (tid {}) set nice {cur} at {}; set back to {want}",
+                            sp.name(),
+                            tr.index,
+                            tr.tid,
+                            Nanos(now)
+                        ));
+                    }
+                }
+            }
+        }
     }
 
     /// global-fair on real cores: the kernel's balancer keeps moving unpinned threads (T1 of
