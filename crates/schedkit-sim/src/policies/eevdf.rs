@@ -97,15 +97,15 @@
 //! `w * vruntime` over its tree; `load` and `nr` count runnable threads (curr included).
 //!
 //! # Cost
-//! Enqueue, pick and charge are O(log n) (a `BTreeSet` ordered by deadline); the pick scans
-//! past ineligible threads with earlier deadlines, which with mixed weights are few.
+//! Enqueue, pick and charge are O(log n) (a timeline ordered by deadline, `eevdf_queue.rs`:
+//! O(1) for the common deadline later than every queued one); the pick scans past ineligible
+//! threads with earlier deadlines, which with mixed weights are few.
 
 use crate::policy::{Ctx, Dispatcher, Enqueue, ThreadState};
 use schedkit_core::controllers::load_imbalance;
 use schedkit_core::scenario::PolicySpec;
 use schedkit_core::trace::Slot;
 use schedkit_core::Nanos;
-use std::collections::BTreeSet;
 
 #[path = "eevdf_balance.rs"]
 mod balance;
@@ -115,6 +115,9 @@ use balance::{busy_rounds, Lb, MAX_PINNED_INTERVAL};
 #[path = "eevdf_pelt.rs"]
 mod pelt;
 use pelt::Avg;
+#[path = "eevdf_queue.rs"]
+mod queue;
+use queue::Timeline;
 
 const NICE_0_LOAD: u64 = 1024;
 
@@ -190,8 +193,8 @@ const OFF: Ent = Ent {
 
 #[derive(Default)]
 struct RunQueue {
-    /// Waiting and delayed threads by (deadline, ticket).
-    tree: BTreeSet<(i64, u64, Slot)>,
+    /// Waiting and delayed threads by (deadline, ticket) (`eevdf_queue.rs`).
+    tree: Timeline,
     sum_w: u64,
     sum_wv: i128,
     curr: Option<Slot>,
@@ -360,9 +363,9 @@ impl Eevdf {
         let e = self.ents[slot as usize];
         let rq = &mut self.rqs[e.core];
         let key = (e.deadline, e.ticket, slot);
-        // A pick usually takes the earliest deadline: following the tree's left edge costs
-        // no comparisons, where a keyed removal compares along its path (profile at 64
-        // cores: tree updates were a quarter of the run).
+        // A pick usually takes the earliest deadline: taking it costs no comparisons, where
+        // a keyed removal compares along its path (profile at 64 cores: tree updates were a
+        // quarter of the run).
         if rq.tree.first() == Some(&key) {
             rq.tree.pop_first();
         } else {

@@ -102,11 +102,14 @@ impl Eevdf {
                     (l, std::cmp::Reverse(c))
                 })
         };
-        let mut top = busiest(self);
+        // Found only once a core is due (most rounds none is, on many cores), as in the
+        // kernel, where a CPU looks for the busiest group only when its own balance is due.
+        let mut top = None;
         for k in 0..n {
             if !self.due[k] {
                 continue;
             }
+            let top = top.get_or_insert_with(|| busiest(self));
             self.last[k] = self.rounds;
             // No other overloaded queue (or k is the busiest itself): out_balanced.
             let Some(b) = top.filter(|&b| b != k) else {
@@ -122,7 +125,7 @@ impl Eevdf {
             };
             self.tune(k, lb);
             if self.waiting_on(b) != before {
-                top = busiest(self);
+                *top = busiest(self);
             }
         }
         self.balancing = false;
