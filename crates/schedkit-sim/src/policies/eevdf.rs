@@ -75,16 +75,15 @@
 //! The placement and balancing code is in `eevdf_balance.rs`, PELT in `eevdf_pelt.rs`.
 //!
 //! # Left out
-//! **Active balancing** (`need_active_balance`, stopping a running thread to push it): on one
-//! LLC of equal CPUs the kernel asks for it only for `migrate_task` imbalances after
-//! `cache_nice_tries + 2` failures, and with one-CPU groups those arise only between a core
-//! with spare capacity and a busiest core that is not overloaded, which the kernel treats as
-//! balanced when the busiest runs a single thread; an overloaded busiest core against an idle
-//! one is a `migrate_util` imbalance, which never asks for it. So in the scenarios schedkit
-//! has (equal CPUs, no misfit or asymmetric packing) it does not occur, and only waiting
-//! threads move. Of PELT: utilisation and runnable averages (the model's idle cores pull any
-//! waiting thread, where the kernel's `migrate_util` compares utilisation with spare
-//! capacity), partial periods, `LB_MIN`; newidle pulls rank queues by runnable weight, not by
+//! **Active balancing** (`need_active_balance`, stopping a running thread to push it). On one
+//! LLC with one-CPU groups, a core with spare capacity against an overloaded one is a
+//! `migrate_task` imbalance (`calculate_imbalance` takes `migrate_util` only in domains that
+//! do not share the LLC; `sibling_imbalance` counts tasks), so after more than
+//! `cache_nice_tries + 2` failed periodic balances of an idle core (its waiting candidates
+//! cache-hot or pinned each time) the kernel may push the busiest core's running thread; the
+//! model never does, and only waiting threads move. Its idle cores pull any waiting thread,
+//! which is what `migrate_task` does. Of PELT: utilisation and runnable averages outside the
+//! fork path (`find_dst_cpu`), partial periods, `LB_MIN`; newidle pulls rank queues by runnable weight, not by
 //! PELT load; newidle balance is never skipped for a short `avg_idle`; no NUMA, SMT or capacity asymmetry; no cgroup hierarchy
 //! (every thread is a task entity of the root: with autogroup, the kernel balances a
 //! session's threads by their hierarchical loads); no custom slices (`sched_attr`),
