@@ -547,7 +547,21 @@ pub fn render_chart(rows: &[ErrorRow], models: &[PolicyName]) -> String {
                 .filter(|s| rows.iter().any(|r| &r.scenario == *s && r.metric == metric))
                 .cloned()
                 .collect();
-            let mut c = BarChart::new(title, "scenario", Axis::new(title, unit), cats.clone());
+            // A target that the repeats' own spread makes untestable says so under its bars.
+            let labels: Vec<String> = cats
+                .iter()
+                .map(|s| {
+                    let untestable = rows.iter().any(|r| {
+                        &r.scenario == s && r.metric == metric && r.untestable_spread.is_some()
+                    });
+                    if untestable {
+                        format!("{s} (untestable)")
+                    } else {
+                        s.clone()
+                    }
+                })
+                .collect();
+            let mut c = BarChart::new(title, "scenario", Axis::new(title, unit), labels);
             c.legend_title = Some("model".into());
             for m in models {
                 let pick = |s: &String| {
@@ -682,6 +696,7 @@ mod tests {
         assert_eq!(r.met, None);
         assert!((r.untestable_spread.unwrap() - 10.0).abs() < 1e-12);
         assert!(render_table(&rows).contains("untestable (repeats 10.0x apart)"));
+        assert!(render_chart(&rows, &[PolicyName::Eevdf]).contains("x (untestable)"));
         // One repeat: nothing to compare it with, the target is tested as before.
         let rows = compare("x", PolicyName::Eevdf, true, &sim, &[real(200.0)]);
         assert_eq!(p99(&rows).unwrap().met, Some(false));
