@@ -62,7 +62,7 @@
 //!   thread takes any excess over the average. The imbalance is
 //!   `min(busiest - avg, avg - local)` (`load_imbalance`). A waiting thread moves when its
 //!   load average, halved once per earlier failed balance (`nr_balance_failed`), fits in
-//!   what is left of it, least recently picked first (the tail of `cfs_tasks`), and when it
+//!   what is left of it, least recently picked or enqueued first (the tail of `cfs_tasks`), and when it
 //!   is not cache-hot: a thread that stopped running less than `sysctl_sched_migration_cost`
 //!   (0.5 ms) ago stays unless more than `cache_nice_tries` (1) balances of the local core
 //!   failed in a row; a thread whose slice ended at the balancing tick counts as still
@@ -166,8 +166,9 @@ struct Ent {
     at: At,
     /// Its key in the tree while queued or delayed.
     ticket: u64,
-    /// When it was last picked, as a count of picks: balancing looks at the least recently
-    /// picked threads first, as the kernel walks `rq->cfs_tasks` from its tail.
+    /// When it was last picked or enqueued (new, waking, migrated), as a count of those
+    /// events (`stamp`): balancing looks at the least recent first, as the kernel walks
+    /// `rq->cfs_tasks` from its tail.
     picked: u64,
     /// When it last stopped running (ns; `u64::MAX`: never ran), for `task_hot`.
     left: u64,
@@ -219,7 +220,7 @@ pub struct Eevdf {
     ents: Vec<Ent>,
     rqs: Vec<RunQueue>,
     ticket: u64,
-    /// Picks so far, all cores together (stamps `Ent::picked`).
+    /// Picks and enqueues so far, all cores together (stamps `Ent::picked`).
     picks: u64,
     /// Balance rounds so far (a round stands for the jiffy at which the kernel's tick
     /// raises the balancing softirq).
@@ -506,6 +507,15 @@ impl Eevdf {
         e.deadline = e.vruntime + vslice;
     }
 
+    /// Puts `slot` at the head of its queue's `cfs_tasks` order (most recently used): the
+    /// kernel does so when a task is picked (`set_next_entity`'s `list_move`) and whenever it
+    /// is enqueued, new, waking or migrated (`account_entity_enqueue`'s `list_add`), so
+    /// `detach_tasks`, walking from the tail, tries it last.
+    fn stamp(&mut self, slot: Slot) {
+        self.picks += 1;
+        self.ents[slot as usize].picked = self.picks;
+    }
+
     /// Runnable threads waiting (not running) on `core`.
     fn waiting_on(&self, core: usize) -> usize {
         self.rqs[core].nr - usize::from(self.rqs[core].curr.is_some())
@@ -616,6 +626,7 @@ impl Dispatcher for Eevdf {
         self.place(slot, core, new);
         self.add_load(core, slot);
         self.insert(slot, core, At::Queued);
+        self.stamp(slot);
         self.mark(core, slot);
     }
 
@@ -635,8 +646,7 @@ impl Dispatcher for Eevdf {
             self.log.push((ctx.now.0, slot, lags));
         }
         self.erase(slot);
-        self.picks += 1;
-        self.ents[slot as usize].picked = self.picks;
+        self.stamp(slot);
         self.ents[slot as usize].at = At::Running;
         self.rqs[core].curr = Some(slot);
         // The engine has charged every running thread up to now before it asks for picks.
