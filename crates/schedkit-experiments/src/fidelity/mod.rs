@@ -23,7 +23,9 @@
 //! mean with a 95 % confidence interval over the repeats: shares as the largest absolute
 //! difference over processes (percentage points), wake-up latencies as the ratio sim / real,
 //! migrations per second as the absolute difference |sim - real| (per second, target: within
-//! [`MIGRATIONS_BOUND`]), the rest as relative errors |sim - real| / real (percent).
+//! [`MIGRATIONS_BOUND`]), the rest as relative errors |sim - real| / real (percent). A
+//! `within 2x` target is marked untestable, neither met nor missed, when the real repeats
+//! themselves lie more than 4x apart ([`RATIO_TESTABLE_SPREAD`]).
 
 use crate::progress::Progress;
 use crate::stats::mean_ci;
@@ -98,7 +100,20 @@ pub struct ErrorRow {
     /// The target for this metric and scenario, and whether the mean error meets it.
     pub target: Option<&'static str>,
     pub met: Option<bool>,
+    /// For a ratio target (`within 2x`): the real repeats' own spread, largest over smallest,
+    /// when it exceeds [`RATIO_TESTABLE_SPREAD`]. No value is then within 2x of every repeat,
+    /// so the target cannot be met or missed by any model and `met` is `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untestable_spread: Option<f64>,
 }
+
+/// A `within 2x` target is testable only when the real repeats lie within 4x of each other
+/// (2 x 2): a model value `v` is within 2x of every repeat exactly when
+/// `max / 2 <= v <= 2 x min`, which exists only if `max / min <= 4`. Past that the real p99
+/// itself varies more between repeats than the target allows (a tail set by a handful of
+/// wake-ups, which the machine's interrupts and host decide), and an arithmetic mean of
+/// ratios with a normal interval says nothing.
+pub const RATIO_TESTABLE_SPREAD: f64 = 4.0;
 
 /// Everything the experiment produced.
 #[derive(Clone, Debug, Serialize)]
@@ -299,6 +314,8 @@ struct Metric {
     real: Vec<f64>,
     err: Vec<f64>,
     target: Option<Target>,
+    /// Whether the target is a ratio one (`within 2x`), checked for testability.
+    ratio: bool,
 }
 
 fn rel(sim: f64, real: f64) -> f64 {
@@ -334,6 +351,7 @@ fn compare(
             real: Vec::new(),
             err: reals.iter().map(share_err).collect(),
             target: (!sleepers).then_some(("<= 1 point", (|e| e <= 1.0) as fn(f64) -> bool)),
+            ratio: false,
         },
         Metric {
             name: "waiting",
@@ -345,6 +363,7 @@ fn compare(
                 .map(|r| rel(sim.wait_all_ms, r.wait_all_ms))
                 .collect(),
             target: (!sleepers).then_some(("<= 20 %", (|e| e <= 20.0) as fn(f64) -> bool)),
+            ratio: false,
         },
     ];
     let ratio_target: fn(f64) -> bool = |e| (0.5..=2.0).contains(&e);
@@ -379,6 +398,7 @@ fn compare(
                 .map(|&(s, r)| if ratio { s / r.max(1e-9) } else { rel(s, r) })
                 .collect(),
             target,
+            ratio,
         });
     }
     ms.push(Metric {
@@ -391,6 +411,7 @@ fn compare(
             .map(|r| rel(sim.switches_per_s, r.switches_per_s))
             .collect(),
         target: None,
+        ratio: false,
     });
     // Migrations are rare (0-30 per second here), so a relative error explodes where a
     // repeat saw none: the error is the absolute difference, against a stated bound.
@@ -404,11 +425,16 @@ fn compare(
             .map(|r| (sim.migrations_per_s - r.migrations_per_s).abs())
             .collect(),
         target: Some((MIGRATIONS_TARGET, |e| e <= MIGRATIONS_BOUND)),
+        ratio: false,
     });
     ms.into_iter()
         .map(|m| {
             let (real, real_ci) = mean_ci(&m.real);
             let (error, error_ci) = mean_ci(&m.err);
+            let untestable_spread = (m.ratio && m.target.is_some())
+                .then(|| spread(&m.real))
+                .flatten()
+                .filter(|&x| x > RATIO_TESTABLE_SPREAD);
             ErrorRow {
                 scenario: scenario.to_string(),
                 model: model.to_string(),
@@ -420,10 +446,21 @@ fn compare(
                 error_ci,
                 unit: m.unit,
                 target: m.target.map(|t| t.0),
-                met: m.target.map(|t| (t.1)(error)),
+                met: m
+                    .target
+                    .filter(|_| untestable_spread.is_none())
+                    .map(|t| (t.1)(error)),
+                untestable_spread,
             }
         })
         .collect()
+}
+
+/// Largest over smallest of positive values (`None` without two of them).
+fn spread(xs: &[f64]) -> Option<f64> {
+    let pos = xs.iter().copied().filter(|&x| x > 0.0);
+    let (lo, hi) = pos.fold((f64::INFINITY, 0.0f64), |(l, h), x| (l.min(x), h.max(x)));
+    (xs.len() >= 2 && hi > 0.0).then_some(hi / lo)
 }
 
 /// The table: one line per scenario, metric and model.
@@ -449,7 +486,12 @@ pub fn render_table(rows: &[ErrorRow]) -> String {
             format!("{} ±{}", f(r.real), f(r.real_ci)),
             format!("{} ±{} {}", f(r.error), f(r.error_ci), r.unit),
             r.target.unwrap_or("-"),
-            r.met.map_or("-", |m| if m { "yes" } else { "NO" })
+            match (r.met, r.untestable_spread) {
+                (Some(true), _) => "yes".to_string(),
+                (Some(false), _) => "NO".to_string(),
+                (None, Some(x)) => format!("untestable (repeats {x:.1}x apart)"),
+                (None, None) => "-".to_string(),
+            }
         );
     }
     s
@@ -505,7 +547,21 @@ pub fn render_chart(rows: &[ErrorRow], models: &[PolicyName]) -> String {
                 .filter(|s| rows.iter().any(|r| &r.scenario == *s && r.metric == metric))
                 .cloned()
                 .collect();
-            let mut c = BarChart::new(title, "scenario", Axis::new(title, unit), cats.clone());
+            // A target that the repeats' own spread makes untestable says so under its bars.
+            let labels: Vec<String> = cats
+                .iter()
+                .map(|s| {
+                    let untestable = rows.iter().any(|r| {
+                        &r.scenario == s && r.metric == metric && r.untestable_spread.is_some()
+                    });
+                    if untestable {
+                        format!("{s} (untestable)")
+                    } else {
+                        s.clone()
+                    }
+                })
+                .collect();
+            let mut c = BarChart::new(title, "scenario", Axis::new(title, unit), labels);
             c.legend_title = Some("model".into());
             for m in models {
                 let pick = |s: &String| {
@@ -604,5 +660,45 @@ mod tests {
         // cfs's waiting is exact (0 %), eevdf's 20 %: that one pair is named.
         assert_eq!(not.len(), 1, "{not:?}");
         assert_eq!(not[0].1, "waiting");
+    }
+
+    #[test]
+    fn a_ratio_target_is_untestable_when_the_repeats_lie_4x_apart() {
+        let real = |p99: f64| Measure {
+            names: vec!["a".into()],
+            share_pct: vec![100.0],
+            wake_p99_us: Some(p99),
+            ..Measure::default()
+        };
+        let p99 = |rows: &[ErrorRow]| rows.iter().find(|r| r.metric == "wake p99").cloned();
+        // 500 and 1,900 us are 3.8x apart: 1,000 us is within 2x of both (0.5 .. 2x of each),
+        // ratios 2.0 and 0.53, mean 1.26: met.
+        let sim = real(1_000.0);
+        let rows = compare(
+            "x",
+            PolicyName::Eevdf,
+            true,
+            &sim,
+            &[real(500.0), real(1_900.0)],
+        );
+        let r = p99(&rows).unwrap();
+        assert_eq!((r.met, r.untestable_spread), (Some(true), None));
+        // 200 and 2,000 us are 10x apart: no value lies within 2x of both (it would have to
+        // be at most 400 and at least 1,000), so the row is neither met nor missed.
+        let rows = compare(
+            "x",
+            PolicyName::Eevdf,
+            true,
+            &sim,
+            &[real(200.0), real(2_000.0)],
+        );
+        let r = p99(&rows).unwrap();
+        assert_eq!(r.met, None);
+        assert!((r.untestable_spread.unwrap() - 10.0).abs() < 1e-12);
+        assert!(render_table(&rows).contains("untestable (repeats 10.0x apart)"));
+        assert!(render_chart(&rows, &[PolicyName::Eevdf]).contains("x (untestable)"));
+        // One repeat: nothing to compare it with, the target is tested as before.
+        let rows = compare("x", PolicyName::Eevdf, true, &sim, &[real(200.0)]);
+        assert_eq!(p99(&rows).unwrap().met, Some(false));
     }
 }

@@ -62,7 +62,7 @@
 //!   thread takes any excess over the average. The imbalance is
 //!   `min(busiest - avg, avg - local)` (`load_imbalance`). A waiting thread moves when its
 //!   load average, halved once per earlier failed balance (`nr_balance_failed`), fits in
-//!   what is left of it, least recently picked first (the tail of `cfs_tasks`), and when it
+//!   what is left of it, least recently picked or enqueued first (the tail of `cfs_tasks`), and when it
 //!   is not cache-hot: a thread that stopped running less than `sysctl_sched_migration_cost`
 //!   (0.5 ms) ago stays unless more than `cache_nice_tries` (1) balances of the local core
 //!   failed in a row; a thread whose slice ended at the balancing tick counts as still
@@ -75,16 +75,15 @@
 //! The placement and balancing code is in `eevdf_balance.rs`, PELT in `eevdf_pelt.rs`.
 //!
 //! # Left out
-//! **Active balancing** (`need_active_balance`, stopping a running thread to push it): on one
-//! LLC of equal CPUs the kernel asks for it only for `migrate_task` imbalances after
-//! `cache_nice_tries + 2` failures, and with one-CPU groups those arise only between a core
-//! with spare capacity and a busiest core that is not overloaded, which the kernel treats as
-//! balanced when the busiest runs a single thread; an overloaded busiest core against an idle
-//! one is a `migrate_util` imbalance, which never asks for it. So in the scenarios schedkit
-//! has (equal CPUs, no misfit or asymmetric packing) it does not occur, and only waiting
-//! threads move. Of PELT: utilisation and runnable averages (the model's idle cores pull any
-//! waiting thread, where the kernel's `migrate_util` compares utilisation with spare
-//! capacity), partial periods, `LB_MIN`; newidle pulls rank queues by runnable weight, not by
+//! **Active balancing** (`need_active_balance`, stopping a running thread to push it). On one
+//! LLC with one-CPU groups, a core with spare capacity against an overloaded one is a
+//! `migrate_task` imbalance (`calculate_imbalance` takes `migrate_util` only in domains that
+//! do not share the LLC; `sibling_imbalance` counts tasks), so after more than
+//! `cache_nice_tries + 2` failed periodic balances of an idle core (its waiting candidates
+//! cache-hot or pinned each time) the kernel may push the busiest core's running thread; the
+//! model never does, and only waiting threads move. Its idle cores pull any waiting thread,
+//! which is what `migrate_task` does. Of PELT: utilisation and runnable averages outside the
+//! fork path (`find_dst_cpu`), partial periods, `LB_MIN`; newidle pulls rank queues by runnable weight, not by
 //! PELT load; newidle balance is never skipped for a short `avg_idle`; no NUMA, SMT or capacity asymmetry; no cgroup hierarchy
 //! (every thread is a task entity of the root: with autogroup, the kernel balances a
 //! session's threads by their hierarchical loads); no custom slices (`sched_attr`),
@@ -97,15 +96,15 @@
 //! `w * vruntime` over its tree; `load` and `nr` count runnable threads (curr included).
 //!
 //! # Cost
-//! Enqueue, pick and charge are O(log n) (a `BTreeSet` ordered by deadline); the pick scans
-//! past ineligible threads with earlier deadlines, which with mixed weights are few.
+//! Enqueue, pick and charge are O(log n) (a timeline ordered by deadline, `eevdf_queue.rs`:
+//! O(1) for the common deadline later than every queued one); the pick scans past ineligible
+//! threads with earlier deadlines, which with mixed weights are few.
 
 use crate::policy::{Ctx, Dispatcher, Enqueue, ThreadState};
 use schedkit_core::controllers::load_imbalance;
 use schedkit_core::scenario::PolicySpec;
 use schedkit_core::trace::Slot;
 use schedkit_core::Nanos;
-use std::collections::BTreeSet;
 
 #[path = "eevdf_balance.rs"]
 mod balance;
@@ -115,6 +114,9 @@ use balance::{busy_rounds, Lb, MAX_PINNED_INTERVAL};
 #[path = "eevdf_pelt.rs"]
 mod pelt;
 use pelt::Avg;
+#[path = "eevdf_queue.rs"]
+mod queue;
+use queue::Timeline;
 
 const NICE_0_LOAD: u64 = 1024;
 
@@ -164,8 +166,9 @@ struct Ent {
     at: At,
     /// Its key in the tree while queued or delayed.
     ticket: u64,
-    /// When it was last picked, as a count of picks: balancing looks at the least recently
-    /// picked threads first, as the kernel walks `rq->cfs_tasks` from its tail.
+    /// When it was last picked or enqueued (new, waking, migrated), as a count of those
+    /// events (`stamp`): balancing looks at the least recent first, as the kernel walks
+    /// `rq->cfs_tasks` from its tail.
     picked: u64,
     /// When it last stopped running (ns; `u64::MAX`: never ran), for `task_hot`.
     left: u64,
@@ -190,8 +193,8 @@ const OFF: Ent = Ent {
 
 #[derive(Default)]
 struct RunQueue {
-    /// Waiting and delayed threads by (deadline, ticket).
-    tree: BTreeSet<(i64, u64, Slot)>,
+    /// Waiting and delayed threads by (deadline, ticket) (`eevdf_queue.rs`).
+    tree: Timeline,
     sum_w: u64,
     sum_wv: i128,
     curr: Option<Slot>,
@@ -217,7 +220,7 @@ pub struct Eevdf {
     ents: Vec<Ent>,
     rqs: Vec<RunQueue>,
     ticket: u64,
-    /// Picks so far, all cores together (stamps `Ent::picked`).
+    /// Picks and enqueues so far, all cores together (stamps `Ent::picked`).
     picks: u64,
     /// Balance rounds so far (a round stands for the jiffy at which the kernel's tick
     /// raises the balancing softirq).
@@ -360,9 +363,9 @@ impl Eevdf {
         let e = self.ents[slot as usize];
         let rq = &mut self.rqs[e.core];
         let key = (e.deadline, e.ticket, slot);
-        // A pick usually takes the earliest deadline: following the tree's left edge costs
-        // no comparisons, where a keyed removal compares along its path (profile at 64
-        // cores: tree updates were a quarter of the run).
+        // A pick usually takes the earliest deadline: taking it costs no comparisons, where
+        // a keyed removal compares along its path (profile at 64 cores: tree updates were a
+        // quarter of the run).
         if rq.tree.first() == Some(&key) {
             rq.tree.pop_first();
         } else {
@@ -504,6 +507,15 @@ impl Eevdf {
         e.deadline = e.vruntime + vslice;
     }
 
+    /// Puts `slot` at the head of its queue's `cfs_tasks` order (most recently used): the
+    /// kernel does so when a task is picked (`set_next_entity`'s `list_move`) and whenever it
+    /// is enqueued, new, waking or migrated (`account_entity_enqueue`'s `list_add`), so
+    /// `detach_tasks`, walking from the tail, tries it last.
+    fn stamp(&mut self, slot: Slot) {
+        self.picks += 1;
+        self.ents[slot as usize].picked = self.picks;
+    }
+
     /// Runnable threads waiting (not running) on `core`.
     fn waiting_on(&self, core: usize) -> usize {
         self.rqs[core].nr - usize::from(self.rqs[core].curr.is_some())
@@ -614,6 +626,7 @@ impl Dispatcher for Eevdf {
         self.place(slot, core, new);
         self.add_load(core, slot);
         self.insert(slot, core, At::Queued);
+        self.stamp(slot);
         self.mark(core, slot);
     }
 
@@ -633,8 +646,7 @@ impl Dispatcher for Eevdf {
             self.log.push((ctx.now.0, slot, lags));
         }
         self.erase(slot);
-        self.picks += 1;
-        self.ents[slot as usize].picked = self.picks;
+        self.stamp(slot);
         self.ents[slot as usize].at = At::Running;
         self.rqs[core].curr = Some(slot);
         // The engine has charged every running thread up to now before it asks for picks.

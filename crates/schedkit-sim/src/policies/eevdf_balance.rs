@@ -102,11 +102,14 @@ impl Eevdf {
                     (l, std::cmp::Reverse(c))
                 })
         };
-        let mut top = busiest(self);
+        // Found only once a core is due (most rounds none is, on many cores), as in the
+        // kernel, where a CPU looks for the busiest group only when its own balance is due.
+        let mut top = None;
         for k in 0..n {
             if !self.due[k] {
                 continue;
             }
+            let top = top.get_or_insert_with(|| busiest(self));
             self.last[k] = self.rounds;
             // No other overloaded queue (or k is the busiest itself): out_balanced.
             let Some(b) = top.filter(|&b| b != k) else {
@@ -122,7 +125,7 @@ impl Eevdf {
             };
             self.tune(k, lb);
             if self.waiting_on(b) != before {
-                top = busiest(self);
+                *top = busiest(self);
             }
         }
         self.balancing = false;
@@ -272,6 +275,8 @@ impl Eevdf {
         e.deadline = e.vruntime + rel;
         self.add_load(to, slot);
         self.insert(slot, to, At::Queued);
+        // attach_task enqueues it: the head of the new queue's cfs_tasks.
+        self.stamp(slot);
         self.mark(to, slot);
     }
 
@@ -299,8 +304,8 @@ impl Eevdf {
         self.rqs[c].nr >= 2 && self.waiting_on(c) > 0
     }
 
-    /// The waiting (not delayed) thread of `core` picked least recently that may move to
-    /// `k` (`detach_one_task`: the tail of `cfs_tasks`); `Err(true)` when some were allowed
+    /// The waiting (not delayed) thread of `core` picked or enqueued least recently that may
+    /// move to `k` (`detach_one_task`: the tail of `cfs_tasks`); `Err(true)` when some were allowed
     /// on `k` but all cache-hot, `Err(false)` when none was allowed.
     pub(super) fn first_movable(&self, ctx: &Ctx, core: usize, k: usize) -> Result<Slot, bool> {
         // The first of `movable`'s order, without building the list (newidle pulls are
@@ -319,10 +324,10 @@ impl Eevdf {
     }
 
     /// Every waiting (not delayed) thread of `core` that may run on `k`, cache-hot or not,
-    /// least recently picked first (the kernel moves a task to the head of `cfs_tasks` when
-    /// it is picked and `detach_tasks` walks from the tail: cache-cold threads, which have
-    /// waited longest and so carry positive lag, move first). Ties (never picked) by
-    /// deadline, then ticket.
+    /// least recently picked or enqueued first (the kernel moves a task to the head of
+    /// `cfs_tasks` when it is picked or enqueued, `Eevdf::stamp`, and `detach_tasks` walks
+    /// from the tail: cache-cold threads, which have waited longest and so carry positive
+    /// lag, move first). Ties by deadline, then ticket.
     pub(super) fn movable(&self, ctx: &Ctx, core: usize, k: usize) -> Vec<Slot> {
         let mut v: Vec<(u64, i64, u64, Slot)> = self.rqs[core]
             .tree

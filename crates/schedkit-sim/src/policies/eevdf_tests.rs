@@ -476,3 +476,89 @@ fn new_threads_go_to_the_idlest_group_by_class_then_idle_cpus_and_utilisation() 
     // Core 0: 962, plus T4's initial utilisation, half of the 62 left: 993.
     assert_eq!(d.rqs[0].util.load, 993);
 }
+
+#[test]
+fn a_thread_enqueued_after_another_was_picked_is_tried_after_it() {
+    // One core's cfs_tasks, worked by hand: A, C and B (slots 0, 1, 2) arrive at 0 on core 0
+    // (pinned there while the schedule is driven), slice 1.5 ms, tick 4 ms. Picks: A at 0,
+    // C at 4 ms, B at 8 ms (a new thread's deadline is half a slice away: 0.75 ms). B blocks
+    // at 9 ms, eligible (vruntimes 4, 4, 1 ms: V = 3 ms), so it leaves the queue at once; A
+    // (deadline 5.5 ms, queued before C) runs 9-13 ms, then C. B wakes at 14 ms. Waiting: A,
+    // last picked at 9 ms, and B, last picked at 8 ms but enqueued at 14 ms: the kernel put B
+    // at the head of cfs_tasks (account_entity_enqueue), A is the tail, so detach_tasks
+    // tries A first. By last pick alone B would be first.
+    let sc = Scenario::parse(
+        "t.toml",
+        "cores = 2\n[policy]\nname = \"eevdf\"\n[[process]]\nname = \"p\"\nthreads = 3\n",
+    )
+    .expect("scenario");
+    let mut threads: Vec<SimThread> = (0..3).map(|i| thread(i, 1024)).collect();
+    for t in &mut threads {
+        t.affinity = Some(vec![0]);
+    }
+    let mut d = Eevdf::new(sc.policy(), 2);
+    let mut running = vec![None, None];
+    let ms = |x: u64| x * 1_000_000;
+    for s in 0..3 {
+        d.enqueue(&ctx_at(0, &threads, &running, &sc), s, Enqueue::New);
+    }
+    // Picks at 0, 4 and 8 ms, each slice ending at the next tick.
+    let mut now = 0;
+    for (want, ran) in [(0, 4), (1, 4), (2, 1)] {
+        let got = d.pick_next(&ctx_at(now, &threads, &running, &sc), 0);
+        assert_eq!(got, Some(want), "pick at {now} ns");
+        threads[want as usize].state = ThreadState::Running(0);
+        running[0] = Some(want);
+        now += ms(ran);
+        d.charge(
+            &ctx_at(now, &threads, &running, &sc),
+            want,
+            0,
+            Nanos(ms(ran)),
+        );
+        running[0] = None;
+        if want == 2 {
+            threads[2].state = ThreadState::Blocked;
+        } else {
+            threads[want as usize].state = ThreadState::Ready;
+            d.enqueue(
+                &ctx_at(now, &threads, &running, &sc),
+                want,
+                Enqueue::Expired,
+            );
+        }
+    }
+    // 9 ms: B has left (not delayed); A runs to 13 ms, then C.
+    assert_eq!(
+        d.pick_next(&ctx_at(ms(9), &threads, &running, &sc), 0),
+        Some(0)
+    );
+    assert_eq!(d.ents[2].at, At::Off);
+    threads[0].state = ThreadState::Running(0);
+    running[0] = Some(0);
+    d.charge(&ctx_at(ms(13), &threads, &running, &sc), 0, 0, Nanos(ms(4)));
+    threads[0].state = ThreadState::Ready;
+    running[0] = None;
+    d.enqueue(
+        &ctx_at(ms(13), &threads, &running, &sc),
+        0,
+        Enqueue::Expired,
+    );
+    assert_eq!(
+        d.pick_next(&ctx_at(ms(13), &threads, &running, &sc), 0),
+        Some(1)
+    );
+    threads[1].state = ThreadState::Running(0);
+    running[0] = Some(1);
+    // 14 ms: B wakes on core 0.
+    threads[2].state = ThreadState::Ready;
+    d.enqueue(&ctx_at(ms(14), &threads, &running, &sc), 2, Enqueue::Woken);
+    assert_eq!(d.ents[2].core, 0);
+    for t in &mut threads {
+        t.affinity = None;
+    }
+    // Both are cold at 14 ms (A stopped at 13, B at 9: more than 0.5 ms ago).
+    let ctx = ctx_at(ms(14), &threads, &running, &sc);
+    assert_eq!(d.movable(&ctx, 0, 1), [0, 2]);
+    assert_eq!(d.first_movable(&ctx, 0, 1), Ok(0));
+}
