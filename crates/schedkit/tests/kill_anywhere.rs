@@ -127,7 +127,7 @@ struct MachineState {
 /// IRQs or affinities moved at that instant; the lease is released before returning, so the
 /// runs under test can take it.
 fn machine_state(bystander: i32) -> MachineState {
-    // (Also waits for a dead run's un-restored IRQ masks and throttling: another session's
+    // (Also waits for a dead run's un-restored IRQ masks and throttling: another user's
     // killed run holds no lease, but its changes are not the machine's.)
     let _lease = common::still_machine("kill_anywhere: reading machine state");
     let mut irqs = Vec::new();

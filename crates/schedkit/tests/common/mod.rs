@@ -122,7 +122,7 @@ pub fn wait_for_the_machine(what: &str) {
 }
 
 /// The exclusive machine lease, taken when no dead run's machine-wide changes wait for their
-/// `schedkit restore` either: a run killed with SIGKILL (another session's test kills them
+/// `schedkit restore` either: a run killed with SIGKILL (another user's test kills them
 /// on purpose) holds no lease, yet its IRQ masks and RT throttling stay until its journal is
 /// undone, so the lease alone does not make the machine's state its own. Waits up to a
 /// minute for such leftovers (their owner restores them; `lease::stale` names them), then
