@@ -576,6 +576,9 @@ fn cgroup_weight_and_nice_for_a_while_and_back() {
         .mount()
         .join(format!("schedkit-test-oneshot-{}", std::process::id()));
     std::fs::create_dir(&dir).unwrap();
+    // Removed when the test ends, a failed assertion included (declared before the spinner,
+    // so the spinner is gone first and the group is empty).
+    let _group = RemoveGroup(dir.clone());
     let spin = Spinner::start();
     std::fs::write(dir.join(tasks), spin.pid().to_string()).unwrap();
     let before = std::fs::read_to_string(dir.join(file)).unwrap();
@@ -596,12 +599,20 @@ fn cgroup_weight_and_nice_for_a_while_and_back() {
     assert_eq!(std::fs::read_to_string(dir.join(file)).unwrap(), before);
     assert!(alive(spin.pid()));
     drop(spin);
-    // The spinner is gone (reaped): the group can go.
-    for _ in 0..100 {
-        if std::fs::remove_dir(&dir).is_ok() {
-            break;
+}
+
+/// A test's own cgroup, removed on drop once its last task is gone (a reaped task leaves the
+/// group a moment later, hence the retries).
+struct RemoveGroup(std::path::PathBuf);
+
+impl Drop for RemoveGroup {
+    fn drop(&mut self) {
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.0).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
