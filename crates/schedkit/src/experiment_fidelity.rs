@@ -11,7 +11,14 @@ use std::path::{Path, PathBuf};
 
 /// `--repeat`: real runs per scenario (default 3; 1 with `--quick`). The experiment compares
 /// real runs with simulated ones, so there is no `--sim-only`.
+///
+/// Each model's error is its value against the mean of the real repeats (geometric for
+/// wake-up latencies), with the interval of that error over the real mean's 95 % confidence
+/// interval. A target is met when the whole interval is within it, missed when the whole
+/// interval is outside it, untestable when the real interval is too wide for any model value
+/// to be shown within it, and undecided otherwise (more repeats would decide).
 #[derive(Args)]
+#[command(after_help = fidelity::TABLE_LEGEND)]
 pub struct FidelityArgs {
     #[command(flatten)]
     flags: ExperimentFlags,
@@ -99,15 +106,28 @@ fn print_result(
         return Ok(());
     }
     print!("{}", fidelity::render_table(&result.rows));
+    print!("{}", fidelity::TABLE_LEGEND);
     let worse = fidelity::eevdf_not_closer(&result.rows);
     if worse.is_empty() {
         println!("\neevdf is at least as close as cfs on every metric and scenario");
     } else {
         println!(
-            "\nwhere eevdf is not as close as cfs (scenario, metric, eevdf error, cfs error):"
+            "\nwhere eevdf is not as close as cfs to the real mean (scenario, metric, eevdf \
+             error, cfs error; decided: farther for every real mean in the 95 % interval):"
         );
-        for (s, m, e, c) in worse {
-            println!("  {s:<22} {m:<13} {e:.3} vs {c:.3}");
+        for w in worse {
+            println!(
+                "  {:<22} {:<13} {:.3} vs {:.3}  {}",
+                w.scenario,
+                w.metric,
+                w.eevdf,
+                w.cfs,
+                if w.decided {
+                    "decided"
+                } else {
+                    "within the real interval: either may be closer"
+                }
+            );
         }
     }
     println!("wrote {} and {}", jp.display(), sp.display());

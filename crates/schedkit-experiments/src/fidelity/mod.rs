@@ -19,16 +19,15 @@
 //! the whole machine, which the model cannot know; `job_pct` (the job's CPU time over the
 //! window's capacity) shows how much it got.
 //!
-//! The error of a model on a metric is computed against every real repeat, and reported as a
-//! mean with a 95 % confidence interval over the repeats: shares as the largest absolute
-//! difference over processes (percentage points), wake-up latencies as the ratio sim / real,
-//! migrations per second as the absolute difference |sim - real| (per second, target: within
-//! [`MIGRATIONS_BOUND`]), the rest as relative errors |sim - real| / real (percent). A
-//! `within 2x` target is marked untestable, neither met nor missed, when the real repeats
-//! themselves lie more than 4x apart ([`RATIO_TESTABLE_SPREAD`]).
+//! The error of a model on a metric is its value against the **mean of the real repeats**
+//! (geometric for wake-up latencies), with the interval of that error over the 95 %
+//! confidence interval of the real mean; a target is met, missed, undecided or untestable by
+//! where that interval lies (`judge.rs`, one rule for every metric and model). Shares: the
+//! largest absolute difference over processes (percentage points); wake-up latencies: the
+//! ratio sim / real; migrations per second: the absolute difference (per second, target:
+//! within [`MIGRATIONS_BOUND`]); the rest: relative errors |sim - real| / real (percent).
 
 use crate::progress::Progress;
-use crate::stats::mean_ci;
 use crate::Error;
 use schedkit_core::report::Report;
 use schedkit_core::scenario::{PolicyName, Scenario};
@@ -36,8 +35,10 @@ use schedkit_core::trace::{Event, Reason, TraceLog};
 use schedkit_render::chart::{grid, Axis, BarChart, BarSeries, Chart};
 use serde::{Deserialize, Serialize};
 
+mod judge;
 mod kernel;
 mod recorded;
+pub use judge::{as_close_somewhere, judge, Bound, Judged, Part, Scale, Verdict};
 pub use kernel::{load_scenarios, parse_models, scenario_files, KernelRunner, MachineState};
 pub use recorded::Recorded;
 
@@ -82,38 +83,32 @@ pub struct FidelityOptions {
     pub models: Vec<PolicyName>,
 }
 
-/// One model's error on one metric of one scenario.
+/// One model's error on one metric of one scenario (`judge.rs` for the rule).
 #[derive(Clone, Debug, Serialize)]
 pub struct ErrorRow {
     pub scenario: String,
     pub model: String,
     pub metric: &'static str,
-    /// The model's value (`NaN` when the metric does not apply).
+    /// The model's value (`NaN` for shares, which are per process).
     pub sim: f64,
-    /// The real value: mean and 95 % CI half-width over the repeats.
+    /// The real mean over the repeats (geometric for wake-up latencies; `NaN` for shares) and
+    /// its 95 % confidence interval.
     pub real: f64,
-    pub real_ci: f64,
-    /// The error (unit in `unit`): mean and 95 % CI half-width over the repeats.
+    pub real_lo: f64,
+    pub real_hi: f64,
+    /// The error against the real mean (unit in `unit`), and its smallest and largest value
+    /// over the real mean's interval.
     pub error: f64,
-    pub error_ci: f64,
+    pub error_lo: f64,
+    pub error_hi: f64,
     pub unit: &'static str,
-    /// The issue's target for this metric and scenario, and whether the mean error meets it.
+    /// The issue's target for this metric and scenario, and its verdict.
     pub target: Option<&'static str>,
-    pub met: Option<bool>,
-    /// For a ratio target (`within 2x`): the real repeats' own spread, largest over smallest,
-    /// when it exceeds [`RATIO_TESTABLE_SPREAD`]. No value is then within 2x of every repeat,
-    /// so the target cannot be met or missed by any model and `met` is `None`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub untestable_spread: Option<f64>,
+    pub verdict: Option<Verdict>,
+    /// What was compared, on the comparison scale (which model is closer is decided on it).
+    #[serde(skip)]
+    pub parts: Vec<Part>,
 }
-
-/// A `within 2x` target is testable only when the real repeats lie within 4x of each other
-/// (2 x 2): a model value `v` is within 2x of every repeat exactly when
-/// `max / 2 <= v <= 2 x min`, which exists only if `max / min <= 4`. Past that the real p99
-/// itself varies more between repeats than the target allows (a tail set by a handful of
-/// wake-ups, which the machine's interrupts and host decide), and an arithmetic mean of
-/// ratios with a normal interval says nothing.
-pub const RATIO_TESTABLE_SPREAD: f64 = 4.0;
 
 /// Everything the experiment produced.
 #[derive(Clone, Debug, Serialize)]
@@ -303,23 +298,15 @@ fn slot_of(e: &Event) -> Option<usize> {
     }
 }
 
-/// A target: its text, and the test of a mean error against it.
-type Target = (&'static str, fn(f64) -> bool);
-
-/// One metric's sim value, real values per repeat and errors per repeat.
+/// One metric: the model's value, and per compared part (one, or one per process for
+/// shares) the model's value and the real repeats.
 struct Metric {
     name: &'static str,
     unit: &'static str,
+    scale: Scale,
     sim: f64,
-    real: Vec<f64>,
-    err: Vec<f64>,
-    target: Option<Target>,
-    /// Whether the target is a ratio one (`within 2x`), checked for testability.
-    ratio: bool,
-}
-
-fn rel(sim: f64, real: f64) -> f64 {
-    100.0 * (sim - real).abs() / real.abs().max(1e-9)
+    parts: Vec<(f64, Vec<f64>)>,
+    target: Option<(&'static str, Bound)>,
 }
 
 /// The model's errors on every metric against the real repeats.
@@ -330,176 +317,187 @@ fn compare(
     sim: &Measure,
     reals: &[Measure],
 ) -> Vec<ErrorRow> {
-    let share_err = |r: &Measure| {
-        sim.share_pct
-            .iter()
-            .zip(&r.share_pct)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f64::max)
-    };
-    let opt = |f: fn(&Measure) -> Option<f64>| -> Vec<(f64, f64)> {
-        match f(sim) {
-            Some(s) => reals.iter().filter_map(f).map(|r| (s, r)).collect(),
-            None => Vec::new(),
-        }
-    };
+    let column = |f: &dyn Fn(&Measure) -> f64| -> Vec<f64> { reals.iter().map(f).collect() };
     let mut ms = vec![
         Metric {
             name: "share",
             unit: "points",
+            scale: Scale::Absolute,
             sim: f64::NAN,
-            real: Vec::new(),
-            err: reals.iter().map(share_err).collect(),
-            target: (!sleepers).then_some(("<= 1 point", (|e| e <= 1.0) as fn(f64) -> bool)),
-            ratio: false,
+            parts: (sim.share_pct.iter().enumerate())
+                .map(|(p, &s)| (s, column(&|r| r.share_pct.get(p).copied().unwrap_or(0.0))))
+                .collect(),
+            target: (!sleepers).then_some(("<= 1 point", Bound(1.0))),
         },
         Metric {
             name: "waiting",
             unit: "%",
+            scale: Scale::Relative,
             sim: sim.wait_all_ms,
-            real: reals.iter().map(|r| r.wait_all_ms).collect(),
-            err: reals
-                .iter()
-                .map(|r| rel(sim.wait_all_ms, r.wait_all_ms))
-                .collect(),
-            target: (!sleepers).then_some(("<= 20 %", (|e| e <= 20.0) as fn(f64) -> bool)),
-            ratio: false,
+            parts: vec![(sim.wait_all_ms, column(&|r| r.wait_all_ms))],
+            target: (!sleepers).then_some(("<= 20 %", Bound(20.0))),
         },
     ];
-    let ratio_target: fn(f64) -> bool = |e| (0.5..=2.0).contains(&e);
-    for (name, unit, f, ratio, target) in [
+    for (name, unit, scale, f, target) in [
         (
             "response",
             "%",
+            Scale::Relative,
             (|m: &Measure| m.response_ms) as fn(&Measure) -> Option<f64>,
-            false,
             None,
         ),
-        ("wake p50", "x", |m| m.wake_p50_us, true, None),
+        ("wake p50", "x", Scale::Ratio, |m| m.wake_p50_us, None),
         (
             "wake p99",
             "x",
+            Scale::Ratio,
             |m| m.wake_p99_us,
-            true,
-            Some(("within 2x", ratio_target)),
+            Some(("within 2x", Bound(2.0))),
         ),
     ] {
-        let pairs = opt(f);
-        if pairs.is_empty() {
+        let Some(s) = f(sim) else { continue };
+        let real: Vec<f64> = reals.iter().filter_map(f).collect();
+        if real.is_empty() {
             continue;
         }
         ms.push(Metric {
             name,
             unit,
-            sim: pairs[0].0,
-            real: pairs.iter().map(|p| p.1).collect(),
-            err: pairs
-                .iter()
-                .map(|&(s, r)| if ratio { s / r.max(1e-9) } else { rel(s, r) })
-                .collect(),
+            scale,
+            sim: s,
+            parts: vec![(s, real)],
             target,
-            ratio,
         });
     }
     ms.push(Metric {
         name: "switches/s",
         unit: "%",
+        scale: Scale::Relative,
         sim: sim.switches_per_s,
-        real: reals.iter().map(|r| r.switches_per_s).collect(),
-        err: reals
-            .iter()
-            .map(|r| rel(sim.switches_per_s, r.switches_per_s))
-            .collect(),
+        parts: vec![(sim.switches_per_s, column(&|r| r.switches_per_s))],
         target: None,
-        ratio: false,
     });
     // Migrations are rare (0-30 per second here), so a relative error explodes where a
     // repeat saw none: the error is the absolute difference, against a stated bound.
     ms.push(Metric {
         name: "migrations/s",
         unit: "/s",
+        scale: Scale::Absolute,
         sim: sim.migrations_per_s,
-        real: reals.iter().map(|r| r.migrations_per_s).collect(),
-        err: reals
-            .iter()
-            .map(|r| (sim.migrations_per_s - r.migrations_per_s).abs())
-            .collect(),
-        target: Some((MIGRATIONS_TARGET, |e| e <= MIGRATIONS_BOUND)),
-        ratio: false,
+        parts: vec![(sim.migrations_per_s, column(&|r| r.migrations_per_s))],
+        target: Some((MIGRATIONS_TARGET, Bound(MIGRATIONS_BOUND))),
     });
     ms.into_iter()
         .map(|m| {
-            let (real, real_ci) = mean_ci(&m.real);
-            let (error, error_ci) = mean_ci(&m.err);
-            let untestable_spread = (m.ratio && m.target.is_some())
-                .then(|| spread(&m.real))
-                .flatten()
-                .filter(|&x| x > RATIO_TESTABLE_SPREAD);
+            let parts: Vec<Part> = (m.parts.iter())
+                .map(|(s, r)| Part::new(m.scale, *s, r))
+                .collect();
+            let j = judge(m.scale, &parts, m.target.map(|t| t.1));
+            // The real mean as the reader knows it: back from logarithms for a ratio.
+            let (real, real_lo, real_hi) = match (m.parts.len(), m.scale) {
+                (1, Scale::Ratio) => (parts[0].mean.exp(), parts[0].lo.exp(), parts[0].hi.exp()),
+                (1, _) => (parts[0].mean, parts[0].lo, parts[0].hi),
+                _ => (f64::NAN, f64::NAN, f64::NAN),
+            };
             ErrorRow {
                 scenario: scenario.to_string(),
                 model: model.to_string(),
                 metric: m.name,
                 sim: m.sim,
                 real,
-                real_ci,
-                error,
-                error_ci,
+                real_lo,
+                real_hi,
+                error: j.error,
+                error_lo: j.error_lo,
+                error_hi: j.error_hi,
                 unit: m.unit,
                 target: m.target.map(|t| t.0),
-                met: m
-                    .target
-                    .filter(|_| untestable_spread.is_none())
-                    .map(|t| (t.1)(error)),
-                untestable_spread,
+                verdict: j.verdict,
+                parts,
             }
         })
         .collect()
 }
 
-/// Largest over smallest of positive values (`None` without two of them).
-fn spread(xs: &[f64]) -> Option<f64> {
-    let pos = xs.iter().copied().filter(|&x| x > 0.0);
-    let (lo, hi) = pos.fold((f64::INFINITY, 0.0f64), |(l, h), x| (l.min(x), h.max(x)));
-    (xs.len() >= 2 && hi > 0.0).then_some(hi / lo)
-}
+/// How the table's columns are read (printed under it).
+pub const TABLE_LEGEND: &str = "\
+error: the model against the mean of the real repeats (geometric for wake-up latencies); the
+  interval [lo, hi] is that error over the real mean's 95 % confidence interval (Student's t
+  over the repeats; for wake-up latencies on the log scale). The target is met (yes) when the
+  whole interval is within it, missed (NO) when the whole interval is outside it, untestable
+  when the real mean's interval is too wide for any model value to be shown within it (a model
+  cannot be judged finer than the kernel's run-to-run spread), undecided otherwise (a value
+  nearer the real mean could be shown within it: more repeats would decide).
+";
 
-/// The table: one line per scenario, metric and model.
+/// The table: one line per scenario, metric and model ([`TABLE_LEGEND`] says how to read it).
 pub fn render_table(rows: &[ErrorRow]) -> String {
     let mut s = format!(
-        "{:<22} {:<13} {:<6} {:>11} {:>18} {:>18} {:<12} {}\n",
-        "scenario", "metric", "model", "sim", "real (95% CI)", "error (95% CI)", "target", "met"
+        "{:<18} {:<12} {:<5} {:>9} {:>26} {:>30} {:<10} {}\n",
+        "scenario",
+        "metric",
+        "model",
+        "sim",
+        "real mean [95% CI]",
+        "error [interval]",
+        "target",
+        "met"
     );
+    let f = |x: f64| {
+        if x.is_nan() {
+            "-".to_string()
+        } else if x.is_infinite() {
+            "inf".to_string()
+        } else if x.abs() >= 100.0 {
+            format!("{x:.1}")
+        } else {
+            format!("{x:.3}")
+        }
+    };
     for r in rows {
-        let f = |x: f64| {
-            if x.is_nan() {
-                "-".to_string()
-            } else {
-                format!("{x:.3}")
-            }
+        let real = if r.real.is_nan() {
+            "-".to_string()
+        } else {
+            format!("{} [{}, {}]", f(r.real), f(r.real_lo), f(r.real_hi))
         };
         s += &format!(
-            "{:<22} {:<13} {:<6} {:>11} {:>18} {:>18} {:<12} {}\n",
+            "{:<18} {:<12} {:<5} {:>9} {:>26} {:>30} {:<10} {}\n",
             r.scenario,
             r.metric,
             r.model,
             f(r.sim),
-            format!("{} ±{}", f(r.real), f(r.real_ci)),
-            format!("{} ±{} {}", f(r.error), f(r.error_ci), r.unit),
+            real,
+            format!(
+                "{} [{}, {}] {}",
+                f(r.error),
+                f(r.error_lo),
+                f(r.error_hi),
+                r.unit
+            ),
             r.target.unwrap_or("-"),
-            match (r.met, r.untestable_spread) {
-                (Some(true), _) => "yes".to_string(),
-                (Some(false), _) => "NO".to_string(),
-                (None, Some(x)) => format!("untestable (repeats {x:.1}x apart)"),
-                (None, None) => "-".to_string(),
-            }
+            r.verdict.map_or("-", Verdict::word),
         );
     }
     s
 }
 
+/// Where `eevdf` is not at least as close as `cfs` against the real mean: one per
+/// (scenario, metric).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NotCloser {
+    pub scenario: String,
+    pub metric: &'static str,
+    pub eevdf: f64,
+    pub cfs: f64,
+    /// Whether eevdf is farther for every real mean the repeats allow (the real mean's 95 %
+    /// interval); if not, the data do not tell which model is closer.
+    pub decided: bool,
+}
+
 /// Whether `eevdf` is at least as close as `cfs` on each (scenario, metric): the pairs where
-/// it is not, with both errors.
-pub fn eevdf_not_closer(rows: &[ErrorRow]) -> Vec<(String, &'static str, f64, f64)> {
+/// it is not, against the real mean, each saying whether the real interval decides it
+/// ([`as_close_somewhere`]).
+pub fn eevdf_not_closer(rows: &[ErrorRow]) -> Vec<NotCloser> {
     let mut out = Vec::new();
     for e in rows.iter().filter(|r| r.model == "eevdf") {
         let Some(c) = rows
@@ -511,13 +509,19 @@ pub fn eevdf_not_closer(rows: &[ErrorRow]) -> Vec<(String, &'static str, f64, f6
         // Ratios are closer the nearer they are to 1.
         let dist = |r: &ErrorRow| {
             if r.unit == "x" {
-                (r.error.max(1e-9)).ln().abs()
+                (r.error.max(1e-300)).ln().abs()
             } else {
                 r.error
             }
         };
-        if dist(e) > dist(c) {
-            out.push((e.scenario.clone(), e.metric, e.error, c.error));
+        if dist(e) > dist(c) * (1.0 + 1e-9) {
+            out.push(NotCloser {
+                scenario: e.scenario.clone(),
+                metric: e.metric,
+                eevdf: e.error,
+                cfs: c.error,
+                decided: !as_close_somewhere(&e.parts, &c.parts),
+            });
         }
     }
     out
@@ -547,12 +551,14 @@ pub fn render_chart(rows: &[ErrorRow], models: &[PolicyName]) -> String {
                 .filter(|s| rows.iter().any(|r| &r.scenario == *s && r.metric == metric))
                 .cloned()
                 .collect();
-            // A target that the repeats' own spread makes untestable says so under its bars.
+            // A target that the real repeats' spread leaves untestable says so under its bars.
             let labels: Vec<String> = cats
                 .iter()
                 .map(|s| {
                     let untestable = rows.iter().any(|r| {
-                        &r.scenario == s && r.metric == metric && r.untestable_spread.is_some()
+                        &r.scenario == s
+                            && r.metric == metric
+                            && r.verdict == Some(Verdict::Untestable)
                     });
                     if untestable {
                         format!("{s} (untestable)")
@@ -561,6 +567,21 @@ pub fn render_chart(rows: &[ErrorRow], models: &[PolicyName]) -> String {
                     }
                 })
                 .collect();
+            // Whiskers stop at 3x the panel's largest bar: an interval without an upper end
+            // (a real mean whose interval reaches 0) or one hundreds of times wide (an
+            // untestable p99 of three repeats) would flatten every bar beside it.
+            let (bars, tops) =
+                (rows.iter())
+                    .filter(|r| r.metric == metric)
+                    .fold((0.0f64, 0.0f64), |(b, t), r| {
+                        let fin = |x: f64| if x.is_finite() { x } else { 0.0 };
+                        (b.max(fin(r.error)), t.max(fin(r.error_hi)))
+                    });
+            let cap = if bars > 0.0 {
+                tops.min(3.0 * bars)
+            } else {
+                tops
+            };
             let mut c = BarChart::new(title, "scenario", Axis::new(title, unit), labels);
             c.legend_title = Some("model".into());
             for m in models {
@@ -574,9 +595,7 @@ pub fn render_chart(rows: &[ErrorRow], models: &[PolicyName]) -> String {
                     .collect();
                 let errs: Vec<(f64, f64)> = cats
                     .iter()
-                    .map(|s| {
-                        pick(s).map_or((0.0, 0.0), |r| (r.error - r.error_ci, r.error + r.error_ci))
-                    })
+                    .map(|s| pick(s).map_or((0.0, 0.0), |r| (r.error_lo, r.error_hi.min(cap))))
                     .collect();
                 c.series
                     .push(BarSeries::new(m.as_str(), vals).with_errors(errs));
@@ -586,7 +605,7 @@ pub fn render_chart(rows: &[ErrorRow], models: &[PolicyName]) -> String {
         .collect();
     let refs: Vec<&dyn Chart> = charts.iter().map(|c| c as &dyn Chart).collect();
     grid(
-        "schedkit experiment fidelity: simulator models against the kernel (error per scenario, 95 % CI over real repeats)",
+        "schedkit fidelity: error against the kernel's mean (whiskers: over its 95 % CI, cut at 3x the largest bar)",
         &refs,
         2,
         620.0,
@@ -627,7 +646,7 @@ mod tests {
     }
 
     #[test]
-    fn errors_are_per_repeat_and_eevdf_is_compared_with_cfs() {
+    fn errors_are_against_the_real_mean_and_eevdf_is_compared_with_cfs() {
         let real = |share: f64| Measure {
             names: vec!["a".into()],
             share_pct: vec![share],
@@ -637,19 +656,25 @@ mod tests {
             migrations_per_s: 1.0,
             ..Measure::default()
         };
-        let reals = [real(50.0), real(52.0)];
+        // Shares 50.5, 51, 51, 51, 51.5: mean 51, sd 0.354, t(4) = 2.776: ±0.439.
+        let reals = [50.5, 51.0, 51.0, 51.0, 51.5].map(real);
         let sim = Measure {
             wait_all_ms: 12.0,
-            ..real(51.0)
+            ..real(51.2)
         };
         let rows = compare("x", PolicyName::Eevdf, false, &sim, &reals);
         let share = rows.iter().find(|r| r.metric == "share").unwrap();
-        assert!((share.error - 1.0).abs() < 1e-12 && share.met == Some(true));
+        assert!((share.error - 0.2).abs() < 1e-9, "{share:?}");
+        assert!((share.error_hi - 0.639).abs() < 1e-3, "{share:?}");
+        assert_eq!(share.verdict, Some(Verdict::Met));
+        // Waiting: every repeat 10 ms, so no interval: 12 ms is exactly 20 % off: met.
         let wait = rows.iter().find(|r| r.metric == "waiting").unwrap();
-        assert!((wait.error - 20.0).abs() < 1e-9 && wait.met == Some(true));
-        // Migrations: absolute per second (sim 1.0 against 1.0 and 1.0: no error).
+        assert!((wait.error - 20.0).abs() < 1e-9 && wait.verdict == Some(Verdict::Met));
+        assert_eq!((wait.real, wait.real_lo, wait.real_hi), (10.0, 10.0, 10.0));
+        // Migrations: absolute per second (sim 1.0 against 1.0 every time: no error).
         let mig = rows.iter().find(|r| r.metric == "migrations/s").unwrap();
-        assert!(mig.error.abs() < 1e-12 && mig.unit == "/s" && mig.met == Some(true));
+        assert!(mig.error.abs() < 1e-12 && mig.unit == "/s");
+        assert_eq!(mig.verdict, Some(Verdict::Met));
         let mut all = rows.clone();
         let worse = Measure {
             wait_all_ms: 10.0,
@@ -657,13 +682,16 @@ mod tests {
         };
         all.extend(compare("x", PolicyName::Cfs, false, &worse, &reals));
         let not = eevdf_not_closer(&all);
-        // cfs's waiting is exact (0 %), eevdf's 20 %: that one pair is named.
+        // cfs's waiting is exact (0 %), eevdf's 20 %, with no real spread to blur it: that
+        // one pair is named, and decided.
         assert_eq!(not.len(), 1, "{not:?}");
-        assert_eq!(not[0].1, "waiting");
+        assert_eq!((not[0].metric, not[0].decided), ("waiting", true));
+        let table = render_table(&all);
+        assert!(table.contains("51.000 [50.561, 51.439]"), "{table}");
     }
 
     #[test]
-    fn a_ratio_target_is_untestable_when_the_repeats_lie_4x_apart() {
+    fn a_ratio_target_is_untestable_when_the_real_interval_is_over_4x_wide() {
         let real = |p99: f64| Measure {
             names: vec!["a".into()],
             share_pct: vec![100.0],
@@ -671,20 +699,9 @@ mod tests {
             ..Measure::default()
         };
         let p99 = |rows: &[ErrorRow]| rows.iter().find(|r| r.metric == "wake p99").cloned();
-        // 500 and 1,900 us are 3.8x apart: 1,000 us is within 2x of both (0.5 .. 2x of each),
-        // ratios 2.0 and 0.53, mean 1.26: met.
         let sim = real(1_000.0);
-        let rows = compare(
-            "x",
-            PolicyName::Eevdf,
-            true,
-            &sim,
-            &[real(500.0), real(1_900.0)],
-        );
-        let r = p99(&rows).unwrap();
-        assert_eq!((r.met, r.untestable_spread), (Some(true), None));
-        // 200 and 2,000 us are 10x apart: no value lies within 2x of both (it would have to
-        // be at most 400 and at least 1,000), so the row is neither met nor missed.
+        // 200 and 2,000 us: on the log scale their mean's interval (t(1) = 12.7) spans far
+        // more than 4x, so no value could be shown within 2x of the kernel's: untestable.
         let rows = compare(
             "x",
             PolicyName::Eevdf,
@@ -693,12 +710,20 @@ mod tests {
             &[real(200.0), real(2_000.0)],
         );
         let r = p99(&rows).unwrap();
-        assert_eq!(r.met, None);
-        assert!((r.untestable_spread.unwrap() - 10.0).abs() < 1e-12);
-        assert!(render_table(&rows).contains("untestable (repeats 10.0x apart)"));
+        assert_eq!(r.verdict, Some(Verdict::Untestable));
+        // The real value is the geometric mean, sqrt(200 x 2,000) = 632 us.
+        assert!((r.real - 632.456).abs() < 1e-3, "{r:?}");
+        assert!(render_table(&rows).contains("untestable"));
         assert!(render_chart(&rows, &[PolicyName::Eevdf]).contains("x (untestable)"));
-        // One repeat: nothing to compare it with, the target is tested as before.
+        // Five close repeats (560 to 640 us): 1,000 us is 1.6-1.8x: met; 3,000 us missed.
+        let tight = [560.0, 590.0, 600.0, 610.0, 640.0].map(real);
+        let r = p99(&compare("x", PolicyName::Eevdf, true, &sim, &tight)).unwrap();
+        assert_eq!(r.verdict, Some(Verdict::Met), "{r:?}");
+        let far = real(3_000.0);
+        let r = p99(&compare("x", PolicyName::Eevdf, true, &far, &tight)).unwrap();
+        assert_eq!(r.verdict, Some(Verdict::Missed), "{r:?}");
+        // One repeat: no interval; the single value is judged as it is.
         let rows = compare("x", PolicyName::Eevdf, true, &sim, &[real(200.0)]);
-        assert_eq!(p99(&rows).unwrap().met, Some(false));
+        assert_eq!(p99(&rows).unwrap().verdict, Some(Verdict::Missed));
     }
 }
