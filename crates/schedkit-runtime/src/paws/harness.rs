@@ -2,7 +2,7 @@
 //! happened: the entry point of `schedkit experiment paws` and of `[[task]]` scenarios under
 //! `schedkit run`.
 //!
-//! Each task's job executes its regions in order: `Region::Seq(c)` is `c` of calibrated
+//! Each task's job executes its regions in order: `Region::Seq(c)` is `c` of CPU time of
 //! NOP-loop work on the job's fiber, `Region::Par(v)` is a parallel region of `v.len()` threads,
 //! thread i doing `v[i]` of NOP-loop work; the work checks for preemption every 10 us. All tasks
 //! are released synchronously at the start (plus their `offset`); releases stop after

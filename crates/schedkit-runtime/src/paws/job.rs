@@ -49,10 +49,10 @@ impl Job {
 
     /// A preemption point (see [`super::checkpoint`]).
     pub fn checkpoint(&self) {
-        worker::checkpoint()
+        worker::checkpoint();
     }
 
-    /// Calibrated NOP-loop work of `d` CPU time, with a preemption point every 10 us.
+    /// NOP-loop work of `d` CPU time, with a preemption point every 10 us.
     pub fn work(&self, d: Duration) {
         super::spin(d.as_nanos() as u64)
     }

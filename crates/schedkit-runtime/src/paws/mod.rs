@@ -23,8 +23,8 @@
 //!   deadline.
 //! - Every job and every parallel thread runs on its own fiber (guarded stack from
 //!   [`crate::stack`], switched by corosensei), so it can be suspended where it stands at a
-//!   preemption point ([`checkpoint`], [`Job::checkpoint`], and [`spin`], the calibrated NOP
-//!   work, checks every 10 us).
+//!   preemption point ([`checkpoint`], [`Job::checkpoint`], and [`spin`], NOP work in CPU
+//!   time, checks every 10 us).
 //! - All scheduling decisions are those of [`queues::Sched`], a pure state machine (rules A-F
 //!   and the comparison modes), taken under one lock; the workers only execute them.
 //! - A job that opens a parallel region ([`Job::parallel`], [`Job::scope`], [`Job::join`])
@@ -575,7 +575,7 @@ pub use join::{join, scope, Scope};
 /// outside a pool fiber.
 #[inline]
 pub fn checkpoint() {
-    worker::checkpoint()
+    worker::checkpoint();
 }
 
 #[cfg(test)]

@@ -136,17 +136,21 @@ pub(crate) fn here() -> Option<(&'static Shared, usize)> {
     unsafe { Some((&*(*c).shared, (*c).core)) }
 }
 
-pub(crate) fn checkpoint() {
+/// Whether the fiber was suspended here (and so resumed later, perhaps on another worker
+/// thread: the thread's CPU clock then also counted other work meanwhile).
+pub(crate) fn checkpoint() -> bool {
     let c = current();
     if c.is_null() {
-        return;
+        return false;
     }
     // SAFETY: as in `here`.
     let (sh, core) = unsafe { (&*(*c).shared, (*c).core) };
     if sh.workers[core].preempt.load(Acquire) {
         note_stop(sh, core, StopHow::Checkpoint);
         suspend(Suspend::Preempt);
+        return true;
     }
+    false
 }
 
 /// The running entry of `core` stops here (the reach stage of a preemption ends). The thread's
