@@ -215,13 +215,60 @@ pub fn task_counter(dir: &Path) -> Option<PathBuf> {
         .find(|f| f.exists())
 }
 
-/// The count a [`task_counter`] file gives.
-pub fn count_tasks(file: &Path) -> Option<usize> {
-    let text = std::fs::read_to_string(file).ok()?;
-    if file.ends_with("cgroup.threads") {
-        Some(text.lines().filter(|l| !l.trim().is_empty()).count())
-    } else {
-        text.trim().parse().ok()
+/// A [`task_counter`] file kept open and read again with `pread` at offset 0 each sample
+/// (the kernel starts its listing again there): opening it by path every sample (a path
+/// walk through cgroupfs and a new seq_file) was about a third of reading it, and reading it
+/// was 13 % of schedkit's CPU with a job of 1,000 threads (docs/results/run-cost.md). The
+/// buffer is kept too: no allocation per sample.
+#[derive(Debug)]
+pub struct TaskCount {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    buf: Vec<u8>,
+}
+
+impl TaskCount {
+    pub fn new(path: PathBuf) -> TaskCount {
+        TaskCount {
+            path,
+            file: None,
+            buf: vec![0; 16 << 10],
+        }
+    }
+
+    /// The count now; `None` when the file cannot be read (the cgroup is gone).
+    pub fn count(&mut self) -> Option<usize> {
+        use std::os::unix::fs::FileExt;
+        if self.file.is_none() {
+            self.file = std::fs::File::open(&self.path).ok();
+        }
+        let f = self.file.as_ref()?;
+        // Whole text: a listing longer than the buffer is read on at its offset; the buffer
+        // grows to the longest listing seen, so the next sample reads it in one call.
+        let mut n = 0;
+        loop {
+            if n == self.buf.len() {
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+            match f.read_at(&mut self.buf[n..], n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(_) => {
+                    self.file = None;
+                    return None;
+                }
+            }
+        }
+        let text = &self.buf[..n];
+        if self.path.ends_with("cgroup.threads") {
+            Some(
+                text.split(|&b| b == b'\n')
+                    .filter(|l| !l.trim_ascii().is_empty())
+                    .count(),
+            )
+        } else {
+            std::str::from_utf8(text).ok()?.trim().parse().ok()
+        }
     }
 }
 

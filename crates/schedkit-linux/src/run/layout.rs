@@ -471,6 +471,8 @@ mod tests {
             files: None,
             active: true,
             idle: 0,
+            waiting: 0,
+            read_at: 0,
         }
     }
 

@@ -3,7 +3,7 @@
 //! arrivals, discovery, samples and controller ticks.
 
 use super::placement::Placement;
-use super::sampler::{sample, SamplePeriod};
+use super::sampler::{sample, SamplePeriod, Turn};
 use super::{preflight, signal_flag, FairRun, GangRun, Live, RunOptions, RunPolicy, RunThread};
 use crate::affinity::{self, CpuSet};
 use crate::exclusive::{ExclusiveConfig, Isolation};
@@ -186,10 +186,13 @@ impl<'s> Live<'s> {
     fn sample_step(&mut self) -> u64 {
         let t_now = self.origin.elapsed().as_nanos() as u64;
         // About every five seconds per thread.
-        let refresh = (
-            self.sample_no,
-            (5_000_000_000 / self.period.period.max(1)).max(1),
-        );
+        let refresh = Turn {
+            sample_no: self.sample_no,
+            refresh_every: (5_000_000_000 / self.period.period.max(1)).max(1),
+            // The run's last sample reads every thread, so that the trace ends with all of
+            // each one's CPU time, skipped or not.
+            last: t_now >= self.horizon || self.interrupted,
+        };
         self.sample_no += 1;
         let c0 = workload::thread_cpu_ns();
         sample(

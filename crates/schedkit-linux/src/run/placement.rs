@@ -169,7 +169,8 @@ impl Live<'_> {
             end_ns: None,
             tasks_file: target
                 .as_ref()
-                .and_then(|t| crate::jobcg::task_counter(&t.0)),
+                .and_then(|t| crate::jobcg::task_counter(&t.0))
+                .map(crate::jobcg::TaskCount::new),
             job_dir: target.as_ref().map(|t| t.0.clone()),
             body: Body::Command { pid, exit: None },
             counters,
@@ -230,10 +231,26 @@ impl Live<'_> {
     /// Tracks (and places) every thread of a live process that is not tracked yet.
     pub(super) fn discover_threads(&mut self) -> Result<()> {
         for p in 0..self.procs.len() {
-            let Some(pr) = self.procs[p].as_ref() else {
+            let Some(pr) = self.procs[p].as_mut() else {
                 continue;
             };
             if pr.end_ns.is_some() {
+                continue;
+            }
+            // A command whose job cgroup holds as many tasks as are tracked started nothing.
+            let unchanged = matches!(pr.body, Body::Command { .. })
+                && pr
+                    .tasks_file
+                    .as_mut()
+                    .and_then(|c| c.count())
+                    .is_some_and(|n| {
+                        n == self
+                            .tracks
+                            .iter()
+                            .filter(|t| t.process == p && !t.finished)
+                            .count()
+                    });
+            if unchanged {
                 continue;
             }
             for (pid, tid, shared) in self.found_threads(p) {
@@ -247,8 +264,7 @@ impl Live<'_> {
     }
 
     /// The threads of process `p` to look at: a built-in workload's threads that have
-    /// started, or what [`discover`] finds in a command's tree (nothing while its job
-    /// cgroup holds as many tasks as are tracked).
+    /// started, or what [`discover`] finds in a command's tree.
     fn found_threads(&self, p: usize) -> Vec<(i32, i32, Option<Arc<ThreadShared>>)> {
         let Some(pr) = self.procs[p].as_ref() else {
             return Vec::new();
@@ -264,19 +280,6 @@ impl Live<'_> {
                         (tid != 0).then(|| (me, tid, Some(s.clone())))
                     })
                     .collect()
-            }
-            Body::Command { .. }
-                if pr.tasks_file.as_ref().is_some_and(|f| {
-                    crate::jobcg::count_tasks(f)
-                        == Some(
-                            tracks
-                                .iter()
-                                .filter(|t| t.process == p && !t.finished)
-                                .count(),
-                        )
-                }) =>
-            {
-                Vec::new()
             }
             Body::Command { pid, .. } => {
                 let active: Vec<(i32, i32)> = tracks
@@ -358,6 +361,8 @@ impl Live<'_> {
             files: None,
             active: true,
             idle: 0,
+            waiting: 0,
+            read_at: 0,
             migrations: 0,
             stall_run: 0,
             stall_since: None,

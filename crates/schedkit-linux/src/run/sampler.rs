@@ -34,8 +34,10 @@
 //! ([`crate::threadfiles`]: `stat` when the thread was scheduled in, `status` about every
 //! five seconds per thread, staggered); discovery looks for new threads and processes only below
 //! threads that were scheduled in since the last sample ([`discover`]), and not at all while
-//! the command's job cgroup holds as many tasks as are tracked; a thread asleep for
-//! several samples is read every fourth sample only ([`IDLE_EVERY`]). Exact switch counts
+//! the command's job cgroup holds as many tasks as are tracked (its count read through a
+//! descriptor kept open, [`crate::jobcg::TaskCount`]); a thread asleep since the last sample
+//! is read every fourth sample only ([`IDLE_EVERY`]), and one waiting for a CPU since the
+//! last sample every second ([`WAITING_EVERY`]). Exact switch counts
 //! are read once more at the end of the run. With [`RunOptions::sample_budget`](super::RunOptions::sample_budget) the period
 //! adapts: after every sample the engine reads its own thread's CPU clock around the
 //! sampling step and sets the next period to `cost per sample / budget` (EWMA of the cost,
@@ -223,6 +225,12 @@ pub(super) struct Track {
     /// Samples in a row that found it not scheduled in: past [`IDLE_SAMPLES`] it is read
     /// only every [`IDLE_EVERY`] samples.
     pub(super) idle: u32,
+    /// Samples in a row that found it runnable and not scheduled in (waiting for a CPU):
+    /// from one on it is read every [`WAITING_EVERY`] samples.
+    pub(super) waiting: u32,
+    /// When it was last read (the end of that sample's interval; 0: never): the start of
+    /// the window its next reading covers.
+    pub(super) read_at: u64,
 }
 
 pub(super) enum Body {
@@ -236,7 +244,7 @@ pub(super) struct Proc {
     /// A command's job cgroup's task count ([`crate::jobcg::task_counter`]), where the
     /// hierarchy has one: while it equals the threads tracked, nothing new was started and
     /// discovery reads nothing more.
-    pub(super) tasks_file: Option<PathBuf>,
+    pub(super) tasks_file: Option<crate::jobcg::TaskCount>,
     /// A command's job cgroup (`cmd-<n>`), where the run has them: the gang engine freezes
     /// it in place rather than moving the job out of it.
     pub(super) job_dir: Option<PathBuf>,
@@ -363,7 +371,40 @@ pub(super) fn discover(
 const IDLE_SAMPLES: u32 = 1;
 const IDLE_EVERY: u64 = 4;
 
-/// One sampling step over `[t0, t1)`: reads every live thread and writes the interval's
+/// A thread found runnable but not scheduled in (waiting in a run queue) is read every
+/// second sample until it runs again, staggered by slot so that each sample reads half of
+/// the waiting threads. With more busy threads than CPUs most of them wait in any period
+/// (1,000 spinners on 2 CPUs: about 66 run in a 100 ms period) and one `schedstat` read of
+/// each was most of a sample's cost, over the 3 % of a core that issue 15 allows at 1,000
+/// threads. What it costs: a waiting thread's start is seen up to one period late, its CPU
+/// time then placed in the interval where it is seen (the trace's layout; its totals, its
+/// run-queue delay and its switch counts stay exact, schedstat counts on), and a stall is
+/// counted to the start of the window its next reading covers, so it is never longer than
+/// what the readings show.
+const WAITING_EVERY: u64 = 2;
+
+/// Whether a thread is read at this sample (`turn`: the sample's number plus its slot, so
+/// that skipped threads are spread over the samples).
+fn due(idle: u32, waiting: u32, turn: u64) -> bool {
+    if idle >= IDLE_SAMPLES {
+        turn.is_multiple_of(IDLE_EVERY)
+    } else if waiting >= 1 {
+        turn.is_multiple_of(WAITING_EVERY)
+    } else {
+        true
+    }
+}
+
+/// Which sample this is, for the threads' turns.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Turn {
+    pub(super) sample_no: u64,
+    /// Each thread's `status` is read every this many samples, at its own turn.
+    pub(super) refresh_every: u64,
+    /// The run's last sample: every thread is read.
+    pub(super) last: bool,
+}
+
 /// One sampling step over `[t0, t1)`: reads every live thread and writes the interval's
 /// events (see the module docs).
 pub(super) fn sample(
@@ -371,10 +412,10 @@ pub(super) fn sample(
     (tracks, procs): (&mut [Track], &mut [Option<Proc>]),
     events: &mut Vec<Event>,
     (t0, t1): (u64, u64),
-    refresh: (u64, u64),
+    turn: Turn,
     buf: &mut [u8],
 ) {
-    let mut obs = observe(roots, tracks, (t0, t1), refresh, buf);
+    let mut obs = observe(roots, tracks, (t0, t1), turn, buf);
     lay_out(tracks, &mut obs, events, (t0, t1));
     ended_processes(tracks, procs, events, t1);
 }
@@ -384,7 +425,11 @@ fn observe(
     roots: &Roots,
     tracks: &mut [Track],
     (t0, t1): (u64, u64),
-    (sample_no, refresh_every): (u64, u64),
+    Turn {
+        sample_no,
+        refresh_every,
+        last,
+    }: Turn,
     buf: &mut [u8],
 ) -> Vec<Obs> {
     let mut obs: Vec<Obs> = Vec::new();
@@ -400,9 +445,16 @@ fn observe(
             .map(|s| s.finished_at.load(Ordering::Acquire))
             .filter(|&f| f != 0);
         let turn = sample_no + tr.slot as u64;
-        if tr.idle >= IDLE_SAMPLES && !turn.is_multiple_of(IDLE_EVERY) && fin_at.is_none() {
+        if !last && !due(tr.idle, tr.waiting, turn) && fin_at.is_none() {
             continue;
         }
+        // The window this reading covers: longer than [t0, t1) after a skipped sample.
+        let w0 = if tr.read_at == 0 {
+            t0
+        } else {
+            tr.read_at.min(t0)
+        };
+        tr.read_at = t1;
         let refresh = turn.is_multiple_of(refresh_every);
         let st = read_thread(roots, tr, refresh, buf);
         // Times scheduled in since the last sample (schedstat), for the pieces.
@@ -448,15 +500,21 @@ fn observe(
         } else {
             tr.idle.saturating_add(1)
         };
+        tr.waiting = if runnable && !tr.active {
+            tr.waiting.saturating_add(1)
+        } else {
+            0
+        };
         let dv = sw.0.saturating_sub(tr.prev_sw.0);
         let di = sw.1.saturating_sub(tr.prev_sw.1);
         tr.prev_run = run.max(tr.prev_run);
         tr.prev_sw = (sw.0.max(tr.prev_sw.0), sw.1.max(tr.prev_sw.1));
         // Stall from samples: runnable but no progress.
         if ran == 0 && runnable {
-            tr.stall_since.get_or_insert(t0);
+            tr.stall_since.get_or_insert(w0);
         } else if let Some(s) = tr.stall_since.take() {
-            tr.longest_stall = tr.longest_stall.max(t0 - s);
+            // It progressed somewhere in [w0, t1): the stall is counted to w0.
+            tr.longest_stall = tr.longest_stall.max(w0.saturating_sub(s));
         }
         let _ = tr.stall_run;
         obs.push(Obs {
@@ -520,6 +578,20 @@ fn ended_processes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waiting_threads_are_read_every_second_sample_and_sleepers_every_fourth() {
+        // A thread that ran (or is new) is read every sample.
+        assert!((0..8).all(|turn| due(0, 0, turn)));
+        // Waiting for a CPU since the last reading: every second sample, staggered by slot
+        // (turn = sample + slot), so that half of the waiting threads are read each time.
+        let waiting: Vec<u64> = (0..8).filter(|&t| due(0, 1, t)).collect();
+        assert_eq!(waiting, [0, 2, 4, 6]);
+        assert_eq!((0..8).filter(|&t| due(0, 1, t + 1)).count(), 4);
+        // Asleep: every fourth, whatever it was before it slept.
+        let asleep: Vec<u64> = (0..8).filter(|&t| due(IDLE_SAMPLES, 0, t)).collect();
+        assert_eq!(asleep, [0, 4]);
+    }
 
     #[test]
     fn the_sample_period_grows_to_the_budget_within_its_bounds() {
