@@ -125,7 +125,12 @@ fn trace_against_kernel(o: &engine::RunOutcome) -> Vec<(String, u64, u64)> {
                 process_of.insert(*slot, *process);
             }
             Event::Dispatch { t, slot, core } => {
-                open.insert(*slot, t.0);
+                // A thread read every other sample while it waits for a CPU must still be
+                // closed before it is dispatched again.
+                assert!(
+                    open.insert(*slot, t.0).is_none(),
+                    "slot {slot} dispatched twice, at {t}"
+                );
                 let before = on_core.insert(*core, *slot);
                 assert!(before.is_none(), "two threads on CPU {core} at {t}");
             }

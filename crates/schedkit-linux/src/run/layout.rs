@@ -80,7 +80,7 @@ fn spill_back(
     let mut spilled_until: HashMap<usize, u64> = HashMap::new();
     for &(k, old, moved) in &spills {
         let start = *spill_end.get(&old).unwrap_or(&t0);
-        if start >= t1 {
+        if start + 1 >= t1 {
             // The old CPU is full up to the interval's end: a piece starting there would
             // outlast the interval and overlap the next one's events (see `place`). The part
             // stays on the new CPU.
@@ -103,8 +103,12 @@ fn spill_back(
                 slot: tr.slot,
             });
         }
-        // Never a zero-length piece: sorted by time, its Deschedule would come first.
-        let end = (start + moved).min(t1).max(start + 1);
+        // Never a zero-length piece: sorted by time, its Deschedule would come first. And it
+        // ends before the interval does: the thread's piece on its new CPU starts at this end
+        // at the latest at `t1 - 1` (see `place`), and must not start before it (seen: an
+        // interval of 276 us, the spilled part up to `t1`, the new piece at `t1 - 1`: the
+        // thread dispatched twice).
+        let end = (start + moved).min(t1 - 1).max(start + 1);
         events.push(Event::Deschedule {
             t: Nanos(end),
             core: old,
@@ -532,6 +536,24 @@ mod tests {
         // Next interval: the second thread is seen on another CPU.
         let mut obs = vec![seen(0, 500, 0), seen(1, 500, 1)];
         lay_out(&mut tracks, &mut obs, &mut events, (1000, 2000));
+        check(&mut events);
+    }
+
+    /// A thread read again after a skipped sample (so with more CPU time than a short
+    /// interval holds), now on another CPU: the part spilled back onto its old CPU used to end
+    /// at the interval's end while its piece on the new CPU started at `t1 - 1`, before it
+    /// (a tenants run with a 276 us interval: "thread dispatched twice").
+    #[test]
+    fn a_spill_back_that_fills_the_old_cpu_ends_before_the_new_piece_starts() {
+        let mut tracks = vec![track(0, 0), track(1, 0)];
+        let mut events = Vec::new();
+        let mut obs = vec![seen(0, 400, 0), seen(1, 400, 1)];
+        lay_out(&mut tracks, &mut obs, &mut events, (0, 1000));
+        // Thread 0, last on CPU 0, now on CPU 1 with 600 ns in a 276 ns interval.
+        let mut obs = vec![seen(0, 600, 1)];
+        lay_out(&mut tracks, &mut obs, &mut events, (1000, 1276));
+        let mut obs = vec![seen(0, 100, 1), seen(1, 100, 0)];
+        lay_out(&mut tracks, &mut obs, &mut events, (1276, 2000));
         check(&mut events);
     }
 

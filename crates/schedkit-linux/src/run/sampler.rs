@@ -445,7 +445,11 @@ fn observe(
             .map(|s| s.finished_at.load(Ordering::Acquire))
             .filter(|&f| f != 0);
         let turn = sample_no + tr.slot as u64;
-        if !last && !due(tr.idle, tr.waiting, turn) && fin_at.is_none() {
+        // A thread the trace still shows on a CPU (a piece of carried-over time left open)
+        // is read every sample: the layout closes a piece only for a thread it observes,
+        // and a piece left open under the next one there would put two threads on a CPU.
+        let open = tr.open_core.is_some();
+        if !last && !open && !due(tr.idle, tr.waiting, turn) && fin_at.is_none() {
             continue;
         }
         // The window this reading covers: longer than [t0, t1) after a skipped sample.
