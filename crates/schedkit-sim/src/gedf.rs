@@ -138,8 +138,11 @@ struct MaxTree {
     nodes: Vec<u128>,
     width: usize,
     /// Cores whose leaf changed since the inner nodes were last brought up to date (more
-    /// than 8 cores only; may repeat).
+    /// than 8 cores only; may repeat), at most `width` of them: beyond that `all` is set and
+    /// the next refresh rebuilds every node, so that the list stays bounded however long
+    /// the largest key goes unasked (a set that never has more jobs waiting than idle cores).
     dirty: Vec<usize>,
+    all: bool,
     stale: bool,
 }
 
@@ -150,6 +153,7 @@ impl MaxTree {
             nodes: vec![0; 2 * width],
             width,
             dirty: Vec::new(),
+            all: false,
             stale: false,
         }
     }
@@ -159,17 +163,23 @@ impl MaxTree {
         self.nodes[self.width + core] = key;
         self.stale = true;
         if self.width > 8 {
-            self.dirty.push(core);
+            if self.dirty.len() < self.width {
+                self.dirty.push(core);
+            } else {
+                self.all = true;
+            }
         }
     }
 
     /// Brings the inner nodes up to date with the leaves.
     fn refresh(&mut self) {
         self.stale = false;
-        if self.width <= 8 {
+        if self.width <= 8 || self.all {
             for i in (1..self.width).rev() {
                 self.nodes[i] = self.nodes[2 * i].max(self.nodes[2 * i + 1]);
             }
+            self.all = false;
+            self.dirty.clear();
             return;
         }
         // One path per changed leaf, each stopping where a node is already the larger of
@@ -210,6 +220,14 @@ impl MaxTree {
     }
 }
 
+/// A task: relative deadline, period, the work of one job, and its next job's number.
+struct TaskParams {
+    deadline: u64,
+    period: u64,
+    work: u64,
+    next_job: u64,
+}
+
 #[derive(Clone, Copy)]
 struct Core {
     /// The running slot (`NONE`: idle).
@@ -240,12 +258,14 @@ struct Gedf<'a, K: JobSink + ?Sized> {
     /// Ready jobs `(deadline, seq; slot)`, min-heap. No entry is ever stale: nothing leaves
     /// the queue but by being picked.
     ready: BinaryHeap<Entry>,
+    /// A job entered the ready queue in this batch (released or vacated).
+    queued: bool,
     threads: Vec<JobThread>,
     free_slots: Vec<u32>,
     thread_seq: u64,
-    next_job: Vec<u64>,
-    /// Per task: relative deadline and period, and the work of one job.
-    params: Vec<(u64, u64, u64)>,
+    /// Per task: its parameters and next job number, in one record (one bounds check and
+    /// one cache line per release).
+    params: Vec<TaskParams>,
     cores: Vec<Core>,
     /// The running jobs' keys.
     worst: MaxTree,
@@ -295,7 +315,12 @@ pub(crate) fn run_jobs<K: JobSink + ?Sized>(
             let [Region::Seq(c)] = t.regions() else {
                 unreachable!("eligible")
             };
-            (t.deadline().0, t.period().0, c.0)
+            TaskParams {
+                deadline: t.deadline().0,
+                period: t.period().0,
+                work: c.0,
+                next_job: 0,
+            }
         })
         .collect();
     let mut idle = vec![0u64; n.div_ceil(64)];
@@ -313,10 +338,10 @@ pub(crate) fn run_jobs<K: JobSink + ?Sized>(
         release_order: 0,
         end_order: 0,
         ready: BinaryHeap::new(),
+        queued: false,
         threads: Vec::new(),
         free_slots: Vec::new(),
         thread_seq: 0,
-        next_job: vec![0; scenario.tasks().len()],
         params,
         cores: vec![
             Core {
@@ -459,17 +484,16 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
 
     /// When `task`, released now, is released next: `None` at or past the horizon.
     fn next_release(&self, task: usize) -> Option<u64> {
-        let next = self.now + self.params[task].1;
+        let next = self.now + self.params[task].period;
         (next < self.horizon).then_some(next)
     }
 
     /// Releases a job of `task` now (its next release is the caller's to queue).
     fn release(&mut self, task: usize) {
-        let (rel_deadline, _, work) = self.params[task];
         let now = self.now;
-        let job = self.next_job[task];
-        self.next_job[task] += 1;
-        let deadline = now + rel_deadline;
+        let p = &mut self.params[task];
+        let (job, work, deadline) = (p.next_job, p.work, now + p.deadline);
+        p.next_job += 1;
         self.stats.jobs += 1;
         self.thread_seq += 1;
         let th = JobThread {
@@ -492,6 +516,7 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
         };
         self.sink.released(now, task, job, deadline, slot);
         self.ready.push(Entry::new(deadline, th.seq, slot));
+        self.queued = true;
     }
 
     /// Charges the running job of `core` up to now.
@@ -539,6 +564,7 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
         self.set_idle(core);
         let t = &self.threads[slot as usize];
         self.ready.push(Entry::new(t.deadline, t.seq, slot));
+        self.queued = true;
     }
 
     fn finish(&mut self, core: usize, slot: u32) {
@@ -559,7 +585,7 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
             task,
             job: th.job,
             // Exact: the deadline is the release plus this.
-            release: th.deadline - self.params[task].0,
+            release: th.deadline - self.params[task].deadline,
             deadline: th.deadline,
         }
     }
@@ -568,12 +594,21 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
     /// then idle ones, each in core order), then Deschedules, then dispatches.
     fn decide(&mut self) {
         self.stats.batches += 1;
-        if self.ready.len() > self.idle_count {
+        // After every batch each waiting job's key is above every running one's (the
+        // running jobs are the best of all), and a finish or expiry alone only takes a key
+        // out of the running: only a job queued in this batch can preempt. Most batches that
+        // find jobs waiting and no core idle queued none (a finish with more jobs waiting),
+        // and skip the max-tree.
+        if std::mem::take(&mut self.queued) && self.ready.len() > self.idle_count {
             self.preempt();
         }
-        // Nothing to pick and nothing to deschedule (a job finished with none waiting, or
-        // jobs wait with every core busy): most batches.
-        if self.vacated_cores.is_empty() && (self.ready.is_empty() || self.idle_count == 0) {
+        if self.vacated_cores.is_empty() {
+            // Nothing to pick (a job finished with none waiting, or jobs wait with every core
+            // busy): most batches. Otherwise nothing to deschedule either (a job finished
+            // and the next waiting one takes its core, a release onto an idle core).
+            if !self.ready.is_empty() && self.idle_count > 0 {
+                self.dispatch_idle();
+            }
             return;
         }
         let mut picks = std::mem::take(&mut self.picks);
@@ -615,18 +650,46 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
             if self.cores[core].vacated.take().is_some() {
                 self.begin_run(core, slot);
             } else {
-                let th = &mut self.threads[slot as usize];
-                let from = std::mem::replace(&mut th.last_core, core as u32);
-                let from = (from != NONE && from as usize != core).then_some(from as usize);
-                let (seq, task) = (th.seq, th.task as usize);
-                self.cores[core].since = t;
-                self.sink.dispatched(t, core, slot, seq, task, from);
-                self.begin_run(core, slot);
+                self.dispatch(core, slot);
             }
         }
         vacated.clear();
         self.vacated_cores = vacated;
         self.picks = picks;
+    }
+
+    /// `decide`'s picks when no core was vacated: the idle cores in core order take the
+    /// best ready jobs. With no Deschedule to come between them, each pick is dispatched at
+    /// once: the same pops, events and slice ends in the same order as picking all first,
+    /// without the list of picks.
+    fn dispatch_idle(&mut self) {
+        for w in 0..self.idle.len() {
+            let mut bits = self.idle[w];
+            while bits != 0 {
+                let Some(Entry { key, id: slot }) = self.ready.pop() else {
+                    return;
+                };
+                let core = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                self.cores[core].running = slot;
+                self.worst.set(core, key);
+                self.set_busy(core);
+                self.dispatch(core, slot);
+            }
+        }
+    }
+
+    /// Dispatches `slot`, just picked, on `core`, which it did not run on before this
+    /// batch, and starts its run.
+    fn dispatch(&mut self, core: usize, slot: u32) {
+        let t = self.now;
+        let th = &mut self.threads[slot as usize];
+        let from = std::mem::replace(&mut th.last_core, core as u32);
+        let from = (from != NONE && from as usize != core).then_some(from as usize);
+        let (seq, task) = (th.seq, th.task as usize);
+        self.cores[core].since = t;
+        self.sink.dispatched(t, core, slot, seq, task, from);
+        self.begin_run(core, slot);
     }
 
     /// `Keyed`'s preemption with static keys: the best waiting jobs first take the idle
