@@ -531,6 +531,7 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
         t.remaining = t.remaining.saturating_sub(ran);
     }
 
+    #[inline]
     fn set_idle(&mut self, core: usize) {
         self.idle[core / 64] |= 1 << (core % 64);
         self.idle_count += 1;
@@ -696,15 +697,17 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
     /// cores, then each takes the core of the worst running job while that job's key is
     /// larger than its own. Called only when more jobs wait than cores are idle.
     fn preempt(&mut self) {
-        let Some((worst_key, _)) = self.worst.max() else {
+        let Some(worst) = self.worst.max() else {
             return;
         };
         let Some(best) = self.ready.peek() else {
             return;
         };
-        if best.key >= worst_key {
+        if best.key >= worst.0 {
             return;
         }
+        // The worst running job as just found, until a core is taken out of the running.
+        let mut known = Some(worst);
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let mut idle = self.idle_count;
@@ -717,7 +720,7 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
                 idle -= 1;
                 continue;
             }
-            match self.worst.max() {
+            match known.take().or_else(|| self.worst.max()) {
                 Some((k, core)) if k > e.key => {
                     // Out of the running (its core is vacated below, which zeroes it too).
                     self.worst.set(core, 0);
