@@ -13,7 +13,8 @@
 //!   slice ends, instead of one heap of every event kind: the engine's `(time, class,
 //!   sequence)` order is kept, as releases are class 0 and slice ends class 2, and each heap
 //!   keeps its own push order; a task's release is replaced in place by its next one (one
-//!   sift down), and every heap compares its entries as one `u128` ([`Entry`]);
+//!   sift down), and every heap compares its entries as one `u128` ([`Entry`]; the release
+//!   and slice-end heaps' entries are 16 bytes, [`Timed`]);
 //! - a job's thread is a 40-byte record (deadline, creation order, work left, task, job, last
 //!   core), not the general `SimThread`;
 //! - the ready queue is a binary heap of `(deadline, creation order, slot)`: the EDF key
@@ -60,6 +61,7 @@ pub(crate) fn eligible(scenario: &Scenario) -> bool {
             .tasks()
             .iter()
             .all(|t| t.cpus().is_none() && matches!(t.regions(), [Region::Seq(_)]))
+        && orders_fit(scenario)
 }
 
 /// A job's thread.
@@ -81,9 +83,8 @@ fn key(deadline: u64, seq: u64) -> u128 {
     (deadline as u128) << 64 | seq as u128
 }
 
-/// An entry of the release, slice-end and ready heaps: its order as one number (a release's
-/// or slice end's `(time, push order)`, a ready job's `(deadline, creation order)`, high half
-/// first), unique within its heap, and what it stands for (task, core or slot). Compared as
+/// An entry of the ready heap: its order as one number (a ready job's `(deadline, creation
+/// order)`, high half first), unique within the heap, and its slot. Compared as
 /// one `u128` in reverse, so that `BinaryHeap` is a min-heap: a tuple of three fields compared
 /// field by field branched at every level of every sift (the heaps' pops were a quarter of a
 /// 20-task run).
@@ -100,16 +101,58 @@ impl Entry {
             id,
         }
     }
+}
 
-    /// The high half: a release's or slice end's time, a ready job's deadline.
-    fn high(&self) -> u64 {
-        (self.key >> 64) as u64
+/// An entry of the release and slice-end heaps in 16 bytes, half an [`Entry`]: `(time,
+/// push order, id)` as one `u128`, the time in the high half and the push order shifted
+/// above the id (a task or a core, `id_bits` wide) in the low half. Ordered like `(time,
+/// push order)`, as push orders are unique within a heap; compared in reverse (min-heap).
+/// [`eligible`] requires that every push order of the run fits beside the id.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Timed(u128);
+
+impl Timed {
+    fn time(&self) -> u64 {
+        (self.0 >> 64) as u64
     }
 
-    /// The low half: push order, or creation order.
+    /// Push order and id.
     fn low(&self) -> u64 {
-        self.key as u64
+        self.0 as u64
     }
+}
+
+impl Ord for Timed {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.cmp(&self.0)
+    }
+}
+
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Bits that hold an id below `n` (at least 1).
+fn id_bits(n: usize) -> u32 {
+    (usize::BITS - n.leading_zeros()).max(1)
+}
+
+/// Whether every push order of a run of `scenario` fits beside an id in [`Timed`]: a run
+/// pushes at most one release per job and, per core, one slice end per pick, and a job is
+/// picked at its release and after each preemption or expiry (at most one per release, and
+/// one per core at the horizon): below `2 * jobs + cores + 1` pushes per heap.
+fn orders_fit(scenario: &Scenario) -> bool {
+    let horizon = scenario.horizon().0 as u128;
+    let jobs: u128 = scenario
+        .tasks()
+        .iter()
+        .filter(|t| (t.offset().0 as u128) < horizon)
+        .map(|t| (horizon - t.offset().0 as u128).div_ceil((t.period().0 as u128).max(1)))
+        .sum();
+    let bits = id_bits(scenario.tasks().len().max(scenario.cores()));
+    2 * jobs + scenario.cores() as u128 + 1 < 1u128 << (64 - bits)
 }
 
 impl Ord for Entry {
@@ -235,8 +278,8 @@ struct Core {
     charged_at: u64,
     /// When the running slot was dispatched (its run interval's start, for the sink).
     since: u64,
-    /// Order number of the live slice end of this core (`0`: none). A queued slice end whose
-    /// number differs is stale: the engine's generation check.
+    /// Push order and id of the live slice end of this core (`0`: none). A queued slice end
+    /// whose push order and id differ is stale: the engine's generation check.
     pending: u64,
     /// Set by expiry or preemption, as in the engine: the slot that just left, and why.
     vacated: Option<(u32, Reason)>,
@@ -251,8 +294,11 @@ struct Gedf<'a, K: JobSink + ?Sized> {
     next_initial: usize,
     /// Later releases `(time, order; task)` and slice ends `(time, order; core)`, min-heaps,
     /// each with its own push order (only the order within a heap decides anything).
-    releases: BinaryHeap<Entry>,
-    ends: BinaryHeap<Entry>,
+    releases: BinaryHeap<Timed>,
+    ends: BinaryHeap<Timed>,
+    /// Width of the id in a [`Timed`] entry, and its mask.
+    id_bits: u32,
+    id_mask: u64,
     release_order: u64,
     end_order: u64,
     /// Ready jobs `(deadline, seq; slot)`, min-heap. No entry is ever stale: nothing leaves
@@ -335,6 +381,8 @@ pub(crate) fn run_jobs<K: JobSink + ?Sized>(
         next_initial: 0,
         releases: BinaryHeap::with_capacity(scenario.tasks().len()),
         ends: BinaryHeap::new(),
+        id_bits: id_bits(scenario.tasks().len().max(n)),
+        id_mask: (1u64 << id_bits(scenario.tasks().len().max(n))) - 1,
         release_order: 0,
         end_order: 0,
         ready: BinaryHeap::new(),
@@ -385,8 +433,8 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
                 self.release(task as usize);
                 if let Some(next) = self.next_release(task as usize) {
                     self.release_order += 1;
-                    self.releases
-                        .push(Entry::new(next, self.release_order, task));
+                    let e = self.timed(next, self.release_order, task);
+                    self.releases.push(e);
                     self.note_queue();
                 }
             }
@@ -394,14 +442,14 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
             // pop's and a push's): the same entries as popping it and pushing the next one
             // after the release, as no other release is pushed in between.
             while let Some(&e) = self.releases.peek() {
-                if e.high() != t {
+                if e.time() != t {
                     break;
                 }
-                let task = e.id;
+                let task = self.id(e);
                 match self.next_release(task as usize) {
                     Some(next) => {
                         self.release_order += 1;
-                        let next = Entry::new(next, self.release_order, task);
+                        let next = self.timed(next, self.release_order, task);
                         // The `PeekMut` sifts the new top down when dropped.
                         *self.releases.peek_mut().expect("peeked") = next;
                         self.note_queue();
@@ -414,13 +462,14 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
                 self.release(task as usize);
             }
             while let Some(&e) = self.ends.peek() {
-                if e.high() != t {
+                if e.time() != t {
                     break;
                 }
                 self.ends.pop();
                 self.stats.events += 1;
-                if self.cores[e.id as usize].pending == e.low() {
-                    self.slice_end(e.id as usize);
+                let core = self.id(e) as usize;
+                if self.cores[core].pending == e.low() {
+                    self.slice_end(core);
                 }
             }
             self.decide();
@@ -470,11 +519,20 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
             .initial
             .get(self.next_initial)
             .map_or(u64::MAX, |e| e.0);
-        let b = self.releases.peek().map_or(u64::MAX, Entry::high);
-        let c = self.ends.peek().map_or(u64::MAX, Entry::high);
+        let b = self.releases.peek().map_or(u64::MAX, Timed::time);
+        let c = self.ends.peek().map_or(u64::MAX, Timed::time);
         let t = a.min(b).min(c);
         // `u64::MAX` as a real time would be past every horizon anyway.
         (t != u64::MAX).then_some(t)
+    }
+
+    /// A release's or slice end's heap entry.
+    fn timed(&self, time: u64, order: u64, id: u32) -> Timed {
+        Timed(key(time, order << self.id_bits | id as u64))
+    }
+
+    fn id(&self, e: Timed) -> u32 {
+        (e.low() & self.id_mask) as u32
     }
 
     fn note_queue(&mut self) {
@@ -759,8 +817,9 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
         c.charged_at = now;
         if end > now {
             self.end_order += 1;
-            c.pending = self.end_order;
-            self.ends.push(Entry::new(end, self.end_order, core as u32));
+            let e = Timed(key(end, self.end_order << self.id_bits | core as u64));
+            c.pending = e.low();
+            self.ends.push(e);
             self.note_queue();
         } else {
             c.pending = 0;
