@@ -242,12 +242,17 @@ impl MaxTree {
         self.dirty.clear();
     }
 
-    /// The largest key and its core; `None` when every core is idle.
-    fn max(&mut self) -> Option<(u128, usize)> {
+    /// The largest key (zero when every core is idle), without the descent to its core.
+    fn max_key(&mut self) -> u128 {
         if self.stale {
             self.refresh();
         }
-        let top = self.nodes[1];
+        self.nodes[1]
+    }
+
+    /// The largest key and its core; `None` when every core is idle.
+    fn max(&mut self) -> Option<(u128, usize)> {
+        let top = self.max_key();
         if top == 0 {
             return None;
         }
@@ -755,17 +760,14 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
     /// cores, then each takes the core of the worst running job while that job's key is
     /// larger than its own. Called only when more jobs wait than cores are idle.
     fn preempt(&mut self) {
-        let Some(worst) = self.worst.max() else {
-            return;
-        };
+        // Most calls end here (the new jobs wait): the key alone, not its core.
+        let worst = self.worst.max_key();
         let Some(best) = self.ready.peek() else {
             return;
         };
-        if best.key >= worst.0 {
+        if worst == 0 || best.key >= worst {
             return;
         }
-        // The worst running job as just found, until a core is taken out of the running.
-        let mut known = Some(worst);
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let mut idle = self.idle_count;
@@ -778,7 +780,7 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
                 idle -= 1;
                 continue;
             }
-            match known.take().or_else(|| self.worst.max()) {
+            match self.worst.max() {
                 Some((k, core)) if k > e.key => {
                     // Out of the running (its core is vacated below, which zeroes it too).
                     self.worst.set(core, 0);
