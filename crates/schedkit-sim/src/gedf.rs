@@ -13,7 +13,8 @@
 //!   slice ends, instead of one heap of every event kind: the engine's `(time, class,
 //!   sequence)` order is kept, as releases are class 0 and slice ends class 2, and each heap
 //!   keeps its own push order; a task's release is replaced in place by its next one (one
-//!   sift down), and every heap compares its entries as one `u128` ([`Entry`]);
+//!   sift down), and every heap compares its entries as one `u128` ([`Entry`]; the release
+//!   and slice-end heaps' entries are 16 bytes, [`Timed`]);
 //! - a job's thread is a 40-byte record (deadline, creation order, work left, task, job, last
 //!   core), not the general `SimThread`;
 //! - the ready queue is a binary heap of `(deadline, creation order, slot)`: the EDF key
@@ -60,6 +61,7 @@ pub(crate) fn eligible(scenario: &Scenario) -> bool {
             .tasks()
             .iter()
             .all(|t| t.cpus().is_none() && matches!(t.regions(), [Region::Seq(_)]))
+        && orders_fit(scenario)
 }
 
 /// A job's thread.
@@ -81,9 +83,8 @@ fn key(deadline: u64, seq: u64) -> u128 {
     (deadline as u128) << 64 | seq as u128
 }
 
-/// An entry of the release, slice-end and ready heaps: its order as one number (a release's
-/// or slice end's `(time, push order)`, a ready job's `(deadline, creation order)`, high half
-/// first), unique within its heap, and what it stands for (task, core or slot). Compared as
+/// An entry of the ready heap: its order as one number (a ready job's `(deadline, creation
+/// order)`, high half first), unique within the heap, and its slot. Compared as
 /// one `u128` in reverse, so that `BinaryHeap` is a min-heap: a tuple of three fields compared
 /// field by field branched at every level of every sift (the heaps' pops were a quarter of a
 /// 20-task run).
@@ -100,16 +101,58 @@ impl Entry {
             id,
         }
     }
+}
 
-    /// The high half: a release's or slice end's time, a ready job's deadline.
-    fn high(&self) -> u64 {
-        (self.key >> 64) as u64
+/// An entry of the release and slice-end heaps in 16 bytes, half an [`Entry`]: `(time,
+/// push order, id)` as one `u128`, the time in the high half and the push order shifted
+/// above the id (a task or a core, `id_bits` wide) in the low half. Ordered like `(time,
+/// push order)`, as push orders are unique within a heap; compared in reverse (min-heap).
+/// [`eligible`] requires that every push order of the run fits beside the id.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Timed(u128);
+
+impl Timed {
+    fn time(&self) -> u64 {
+        (self.0 >> 64) as u64
     }
 
-    /// The low half: push order, or creation order.
+    /// Push order and id.
     fn low(&self) -> u64 {
-        self.key as u64
+        self.0 as u64
     }
+}
+
+impl Ord for Timed {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.cmp(&self.0)
+    }
+}
+
+impl PartialOrd for Timed {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Bits that hold an id below `n` (at least 1).
+fn id_bits(n: usize) -> u32 {
+    (usize::BITS - n.leading_zeros()).max(1)
+}
+
+/// Whether every push order of a run of `scenario` fits beside an id in [`Timed`]: a run
+/// pushes at most one release per job and, per core, one slice end per pick, and a job is
+/// picked at its release and after each preemption or expiry (at most one per release, and
+/// one per core at the horizon): below `2 * jobs + cores + 1` pushes per heap.
+fn orders_fit(scenario: &Scenario) -> bool {
+    let horizon = scenario.horizon().0 as u128;
+    let jobs: u128 = scenario
+        .tasks()
+        .iter()
+        .filter(|t| (t.offset().0 as u128) < horizon)
+        .map(|t| (horizon - t.offset().0 as u128).div_ceil((t.period().0 as u128).max(1)))
+        .sum();
+    let bits = id_bits(scenario.tasks().len().max(scenario.cores()));
+    2 * jobs + scenario.cores() as u128 + 1 < 1u128 << (64 - bits)
 }
 
 impl Ord for Entry {
@@ -138,8 +181,11 @@ struct MaxTree {
     nodes: Vec<u128>,
     width: usize,
     /// Cores whose leaf changed since the inner nodes were last brought up to date (more
-    /// than 8 cores only; may repeat).
+    /// than 8 cores only; may repeat), at most `width` of them: beyond that `all` is set and
+    /// the next refresh rebuilds every node, so that the list stays bounded however long
+    /// the largest key goes unasked (a set that never has more jobs waiting than idle cores).
     dirty: Vec<usize>,
+    all: bool,
     stale: bool,
 }
 
@@ -150,6 +196,7 @@ impl MaxTree {
             nodes: vec![0; 2 * width],
             width,
             dirty: Vec::new(),
+            all: false,
             stale: false,
         }
     }
@@ -159,17 +206,23 @@ impl MaxTree {
         self.nodes[self.width + core] = key;
         self.stale = true;
         if self.width > 8 {
-            self.dirty.push(core);
+            if self.dirty.len() < self.width {
+                self.dirty.push(core);
+            } else {
+                self.all = true;
+            }
         }
     }
 
     /// Brings the inner nodes up to date with the leaves.
     fn refresh(&mut self) {
         self.stale = false;
-        if self.width <= 8 {
+        if self.width <= 8 || self.all {
             for i in (1..self.width).rev() {
                 self.nodes[i] = self.nodes[2 * i].max(self.nodes[2 * i + 1]);
             }
+            self.all = false;
+            self.dirty.clear();
             return;
         }
         // One path per changed leaf, each stopping where a node is already the larger of
@@ -189,12 +242,17 @@ impl MaxTree {
         self.dirty.clear();
     }
 
-    /// The largest key and its core; `None` when every core is idle.
-    fn max(&mut self) -> Option<(u128, usize)> {
+    /// The largest key (zero when every core is idle), without the descent to its core.
+    fn max_key(&mut self) -> u128 {
         if self.stale {
             self.refresh();
         }
-        let top = self.nodes[1];
+        self.nodes[1]
+    }
+
+    /// The largest key and its core; `None` when every core is idle.
+    fn max(&mut self) -> Option<(u128, usize)> {
+        let top = self.max_key();
         if top == 0 {
             return None;
         }
@@ -210,6 +268,14 @@ impl MaxTree {
     }
 }
 
+/// A task: relative deadline, period, the work of one job, and its next job's number.
+struct TaskParams {
+    deadline: u64,
+    period: u64,
+    work: u64,
+    next_job: u64,
+}
+
 #[derive(Clone, Copy)]
 struct Core {
     /// The running slot (`NONE`: idle).
@@ -217,8 +283,8 @@ struct Core {
     charged_at: u64,
     /// When the running slot was dispatched (its run interval's start, for the sink).
     since: u64,
-    /// Order number of the live slice end of this core (`0`: none). A queued slice end whose
-    /// number differs is stale: the engine's generation check.
+    /// Push order and id of the live slice end of this core (`0`: none). A queued slice end
+    /// whose push order and id differ is stale: the engine's generation check.
     pending: u64,
     /// Set by expiry or preemption, as in the engine: the slot that just left, and why.
     vacated: Option<(u32, Reason)>,
@@ -233,19 +299,24 @@ struct Gedf<'a, K: JobSink + ?Sized> {
     next_initial: usize,
     /// Later releases `(time, order; task)` and slice ends `(time, order; core)`, min-heaps,
     /// each with its own push order (only the order within a heap decides anything).
-    releases: BinaryHeap<Entry>,
-    ends: BinaryHeap<Entry>,
+    releases: BinaryHeap<Timed>,
+    ends: BinaryHeap<Timed>,
+    /// Width of the id in a [`Timed`] entry, and its mask.
+    id_bits: u32,
+    id_mask: u64,
     release_order: u64,
     end_order: u64,
     /// Ready jobs `(deadline, seq; slot)`, min-heap. No entry is ever stale: nothing leaves
     /// the queue but by being picked.
     ready: BinaryHeap<Entry>,
+    /// A job entered the ready queue in this batch (released or vacated).
+    queued: bool,
     threads: Vec<JobThread>,
     free_slots: Vec<u32>,
     thread_seq: u64,
-    next_job: Vec<u64>,
-    /// Per task: relative deadline and period, and the work of one job.
-    params: Vec<(u64, u64, u64)>,
+    /// Per task: its parameters and next job number, in one record (one bounds check and
+    /// one cache line per release).
+    params: Vec<TaskParams>,
     cores: Vec<Core>,
     /// The running jobs' keys.
     worst: MaxTree,
@@ -295,7 +366,12 @@ pub(crate) fn run_jobs<K: JobSink + ?Sized>(
             let [Region::Seq(c)] = t.regions() else {
                 unreachable!("eligible")
             };
-            (t.deadline().0, t.period().0, c.0)
+            TaskParams {
+                deadline: t.deadline().0,
+                period: t.period().0,
+                work: c.0,
+                next_job: 0,
+            }
         })
         .collect();
     let mut idle = vec![0u64; n.div_ceil(64)];
@@ -310,13 +386,15 @@ pub(crate) fn run_jobs<K: JobSink + ?Sized>(
         next_initial: 0,
         releases: BinaryHeap::with_capacity(scenario.tasks().len()),
         ends: BinaryHeap::new(),
+        id_bits: id_bits(scenario.tasks().len().max(n)),
+        id_mask: (1u64 << id_bits(scenario.tasks().len().max(n))) - 1,
         release_order: 0,
         end_order: 0,
         ready: BinaryHeap::new(),
+        queued: false,
         threads: Vec::new(),
         free_slots: Vec::new(),
         thread_seq: 0,
-        next_job: vec![0; scenario.tasks().len()],
         params,
         cores: vec![
             Core {
@@ -360,8 +438,8 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
                 self.release(task as usize);
                 if let Some(next) = self.next_release(task as usize) {
                     self.release_order += 1;
-                    self.releases
-                        .push(Entry::new(next, self.release_order, task));
+                    let e = self.timed(next, self.release_order, task);
+                    self.releases.push(e);
                     self.note_queue();
                 }
             }
@@ -369,14 +447,14 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
             // pop's and a push's): the same entries as popping it and pushing the next one
             // after the release, as no other release is pushed in between.
             while let Some(&e) = self.releases.peek() {
-                if e.high() != t {
+                if e.time() != t {
                     break;
                 }
-                let task = e.id;
+                let task = self.id(e);
                 match self.next_release(task as usize) {
                     Some(next) => {
                         self.release_order += 1;
-                        let next = Entry::new(next, self.release_order, task);
+                        let next = self.timed(next, self.release_order, task);
                         // The `PeekMut` sifts the new top down when dropped.
                         *self.releases.peek_mut().expect("peeked") = next;
                         self.note_queue();
@@ -389,13 +467,14 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
                 self.release(task as usize);
             }
             while let Some(&e) = self.ends.peek() {
-                if e.high() != t {
+                if e.time() != t {
                     break;
                 }
                 self.ends.pop();
                 self.stats.events += 1;
-                if self.cores[e.id as usize].pending == e.low() {
-                    self.slice_end(e.id as usize);
+                let core = self.id(e) as usize;
+                if self.cores[core].pending == e.low() {
+                    self.slice_end(core);
                 }
             }
             self.decide();
@@ -445,11 +524,20 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
             .initial
             .get(self.next_initial)
             .map_or(u64::MAX, |e| e.0);
-        let b = self.releases.peek().map_or(u64::MAX, Entry::high);
-        let c = self.ends.peek().map_or(u64::MAX, Entry::high);
+        let b = self.releases.peek().map_or(u64::MAX, Timed::time);
+        let c = self.ends.peek().map_or(u64::MAX, Timed::time);
         let t = a.min(b).min(c);
         // `u64::MAX` as a real time would be past every horizon anyway.
         (t != u64::MAX).then_some(t)
+    }
+
+    /// A release's or slice end's heap entry.
+    fn timed(&self, time: u64, order: u64, id: u32) -> Timed {
+        Timed(key(time, order << self.id_bits | id as u64))
+    }
+
+    fn id(&self, e: Timed) -> u32 {
+        (e.low() & self.id_mask) as u32
     }
 
     fn note_queue(&mut self) {
@@ -459,17 +547,16 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
 
     /// When `task`, released now, is released next: `None` at or past the horizon.
     fn next_release(&self, task: usize) -> Option<u64> {
-        let next = self.now + self.params[task].1;
+        let next = self.now + self.params[task].period;
         (next < self.horizon).then_some(next)
     }
 
     /// Releases a job of `task` now (its next release is the caller's to queue).
     fn release(&mut self, task: usize) {
-        let (rel_deadline, _, work) = self.params[task];
         let now = self.now;
-        let job = self.next_job[task];
-        self.next_job[task] += 1;
-        let deadline = now + rel_deadline;
+        let p = &mut self.params[task];
+        let (job, work, deadline) = (p.next_job, p.work, now + p.deadline);
+        p.next_job += 1;
         self.stats.jobs += 1;
         self.thread_seq += 1;
         let th = JobThread {
@@ -492,6 +579,7 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
         };
         self.sink.released(now, task, job, deadline, slot);
         self.ready.push(Entry::new(deadline, th.seq, slot));
+        self.queued = true;
     }
 
     /// Charges the running job of `core` up to now.
@@ -506,6 +594,7 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
         t.remaining = t.remaining.saturating_sub(ran);
     }
 
+    #[inline]
     fn set_idle(&mut self, core: usize) {
         self.idle[core / 64] |= 1 << (core % 64);
         self.idle_count += 1;
@@ -539,6 +628,7 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
         self.set_idle(core);
         let t = &self.threads[slot as usize];
         self.ready.push(Entry::new(t.deadline, t.seq, slot));
+        self.queued = true;
     }
 
     fn finish(&mut self, core: usize, slot: u32) {
@@ -559,7 +649,7 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
             task,
             job: th.job,
             // Exact: the deadline is the release plus this.
-            release: th.deadline - self.params[task].0,
+            release: th.deadline - self.params[task].deadline,
             deadline: th.deadline,
         }
     }
@@ -568,12 +658,21 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
     /// then idle ones, each in core order), then Deschedules, then dispatches.
     fn decide(&mut self) {
         self.stats.batches += 1;
-        if self.ready.len() > self.idle_count {
+        // After every batch each waiting job's key is above every running one's (the
+        // running jobs are the best of all), and a finish or expiry alone only takes a key
+        // out of the running: only a job queued in this batch can preempt. Most batches that
+        // find jobs waiting and no core idle queued none (a finish with more jobs waiting),
+        // and skip the max-tree.
+        if std::mem::take(&mut self.queued) && self.ready.len() > self.idle_count {
             self.preempt();
         }
-        // Nothing to pick and nothing to deschedule (a job finished with none waiting, or
-        // jobs wait with every core busy): most batches.
-        if self.vacated_cores.is_empty() && (self.ready.is_empty() || self.idle_count == 0) {
+        if self.vacated_cores.is_empty() {
+            // Nothing to pick (a job finished with none waiting, or jobs wait with every core
+            // busy): most batches. Otherwise nothing to deschedule either (a job finished
+            // and the next waiting one takes its core, a release onto an idle core).
+            if !self.ready.is_empty() && self.idle_count > 0 {
+                self.dispatch_idle();
+            }
             return;
         }
         let mut picks = std::mem::take(&mut self.picks);
@@ -615,13 +714,7 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
             if self.cores[core].vacated.take().is_some() {
                 self.begin_run(core, slot);
             } else {
-                let th = &mut self.threads[slot as usize];
-                let from = std::mem::replace(&mut th.last_core, core as u32);
-                let from = (from != NONE && from as usize != core).then_some(from as usize);
-                let (seq, task) = (th.seq, th.task as usize);
-                self.cores[core].since = t;
-                self.sink.dispatched(t, core, slot, seq, task, from);
-                self.begin_run(core, slot);
+                self.dispatch(core, slot);
             }
         }
         vacated.clear();
@@ -629,17 +722,50 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
         self.picks = picks;
     }
 
+    /// `decide`'s picks when no core was vacated: the idle cores in core order take the
+    /// best ready jobs. With no Deschedule to come between them, each pick is dispatched at
+    /// once: the same pops, events and slice ends in the same order as picking all first,
+    /// without the list of picks.
+    fn dispatch_idle(&mut self) {
+        for w in 0..self.idle.len() {
+            let mut bits = self.idle[w];
+            while bits != 0 {
+                let Some(Entry { key, id: slot }) = self.ready.pop() else {
+                    return;
+                };
+                let core = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                self.cores[core].running = slot;
+                self.worst.set(core, key);
+                self.set_busy(core);
+                self.dispatch(core, slot);
+            }
+        }
+    }
+
+    /// Dispatches `slot`, just picked, on `core`, which it did not run on before this
+    /// batch, and starts its run.
+    fn dispatch(&mut self, core: usize, slot: u32) {
+        let t = self.now;
+        let th = &mut self.threads[slot as usize];
+        let from = std::mem::replace(&mut th.last_core, core as u32);
+        let from = (from != NONE && from as usize != core).then_some(from as usize);
+        let (seq, task) = (th.seq, th.task as usize);
+        self.cores[core].since = t;
+        self.sink.dispatched(t, core, slot, seq, task, from);
+        self.begin_run(core, slot);
+    }
+
     /// `Keyed`'s preemption with static keys: the best waiting jobs first take the idle
     /// cores, then each takes the core of the worst running job while that job's key is
     /// larger than its own. Called only when more jobs wait than cores are idle.
     fn preempt(&mut self) {
-        let Some((worst_key, _)) = self.worst.max() else {
-            return;
-        };
+        // Most calls end here (the new jobs wait): the key alone, not its core.
+        let worst = self.worst.max_key();
         let Some(best) = self.ready.peek() else {
             return;
         };
-        if best.key >= worst_key {
+        if worst == 0 || best.key >= worst {
             return;
         }
         let mut out = std::mem::take(&mut self.out);
@@ -693,8 +819,9 @@ impl<K: JobSink + ?Sized> Gedf<'_, K> {
         c.charged_at = now;
         if end > now {
             self.end_order += 1;
-            c.pending = self.end_order;
-            self.ends.push(Entry::new(end, self.end_order, core as u32));
+            let e = Timed(key(end, self.end_order << self.id_bits | core as u64));
+            c.pending = e.low();
+            self.ends.push(e);
             self.note_queue();
         } else {
             c.pending = 0;

@@ -94,6 +94,10 @@ fn uunifast_sets_match_the_general_engine() {
         (30, 8, 7.5),
         (100, 16, 12.0),
         (200, 64, 48.0),
+        // Mostly no more jobs waiting than cores idle: the max-tree's list of changed cores
+        // fills up between two askings, and the next asking rebuilds it whole.
+        (30, 16, 10.0),
+        (30, 16, 14.0),
     ] {
         for seed in 1..=3 {
             let s = gedf_workload(tasks, cores, util, Nanos::from_ms(500), seed).unwrap();
@@ -186,4 +190,26 @@ fn other_scenarios_are_not_eligible() {
         .build()
         .unwrap();
     assert!(!eligible(&rm));
+    // More releases than a slice end's push order can count beside a core id (1 ns
+    // periods over 2^62 ns): the general engine runs it.
+    let endless = Scenario::builder("endless")
+        .with_cores(2)
+        .with_horizon(Nanos(1 << 62))
+        .with_policy(PolicySpec::new(PolicyName::Gedf))
+        .task(Task::new("p", Nanos(1), vec![Region::Seq(Nanos(1))]))
+        .build()
+        .unwrap();
+    assert!(!eligible(&endless));
+    let long = Scenario::builder("long")
+        .with_cores(2)
+        .with_horizon(Nanos(1 << 50))
+        .with_policy(PolicySpec::new(PolicyName::Gedf))
+        .task(Task::new(
+            "p",
+            Nanos::from_ms(1),
+            vec![Region::Seq(Nanos(1))],
+        ))
+        .build()
+        .unwrap();
+    assert!(eligible(&long));
 }
