@@ -55,7 +55,10 @@ impl ThreadFiles {
     }
 
     /// Reads the thread against `prev` (its last reading; `prev.tid == 0`: none yet):
-    /// schedstat always, stat when schedstat moved or on `refresh`, status on `refresh`.
+    /// schedstat always, stat when schedstat moved or on `refresh`, status on `refresh` and,
+    /// for a `young` thread, whenever schedstat moved: a thread that lives less than the
+    /// refresh cycle (a burst of short-lived threads) would otherwise keep the switch counts
+    /// of its first reading, since its files are gone once it has ended.
     /// `None` when a file could not be read (the thread is gone). What is not read again is
     /// taken over from `prev` (its `comm` moved, not copied: no allocation). The flag says
     /// whether `stat` was read now (else state and CPU are the last ones seen).
@@ -64,6 +67,7 @@ impl ThreadFiles {
         buf: &mut [u8],
         prev: &mut ThreadStat,
         refresh: bool,
+        young: bool,
     ) -> Option<(ThreadStat, bool)> {
         let n = pread(&self.schedstat, buf)?;
         let mut v = std::str::from_utf8(&buf[..n])
@@ -99,7 +103,7 @@ impl ThreadFiles {
         (t.run_ns, t.wait_ns, t.timeslices) = (run_ns, wait_ns, timeslices);
         (t.voluntary_switches, t.involuntary_switches) =
             (prev.voluntary_switches, prev.involuntary_switches);
-        if first || refresh {
+        if first || refresh || (young && moved) {
             let f = Self::file(&mut self.status, self.dir.join("status"))?;
             let n = pread(f, buf)?;
             let (v, i) = switches(std::str::from_utf8(&buf[..n]).ok()?);
@@ -144,7 +148,7 @@ mod tests {
         let mut buf = vec![0u8; 4096];
         // The first read reads every file.
         let first = files
-            .read(&mut buf, &mut ThreadStat::default(), false)
+            .read(&mut buf, &mut ThreadStat::default(), false, false)
             .expect("pread");
         assert!(first.1);
         assert_eq!((first.0.tid, first.0.state), (tid, 'R'));
@@ -159,7 +163,9 @@ mod tests {
             std::hint::black_box(0u64);
         }
         let (run, vol) = (prev.run_ns, prev.voluntary_switches);
-        let next = files.read(&mut buf, &mut prev, false).expect("pread");
+        let next = files
+            .read(&mut buf, &mut prev, false, false)
+            .expect("pread");
         assert!(next.1);
         assert_eq!((next.0.pid, next.0.tid), (pid, tid));
         assert!(next.0.run_ns > run);
@@ -182,23 +188,23 @@ mod tests {
         let mut files = ThreadFiles::open(&roots, pid, tid).expect("open");
         let mut buf = vec![0u8; 4096];
         let mut prev = files
-            .read(&mut buf, &mut ThreadStat::default(), false)
+            .read(&mut buf, &mut ThreadStat::default(), false, false)
             .expect("read")
             .0;
         assert_eq!(prev.state, 'S');
-        let again = files.read(&mut buf, &mut prev, false).expect("read");
+        let again = files.read(&mut buf, &mut prev, false, false).expect("read");
         assert!(!again.1, "stat read although the thread did not run");
         assert_eq!((again.0.state, again.0.tid), ('S', tid));
         let mut prev = again.0;
         // A refresh reads stat and status anyway.
-        let r = files.read(&mut buf, &mut prev, true).expect("read");
+        let r = files.read(&mut buf, &mut prev, true, false).expect("read");
         assert!(r.1);
         let mut prev = r.0;
         done_tx.send(()).unwrap();
         h.join().unwrap();
         // Gone: the open descriptors fail.
         std::thread::sleep(Duration::from_millis(20));
-        assert!(files.read(&mut buf, &mut prev, true).is_none());
+        assert!(files.read(&mut buf, &mut prev, true, false).is_none());
     }
 
     #[test]

@@ -187,3 +187,43 @@ fn the_trace_keeps_every_threads_cpu_time_on_overfull_cpus() {
         }
     }
 }
+
+/// A process that lives a fraction of the status refresh cycle (~5 s per thread): its switch
+/// counts come from readings while it lived, not from its first reading alone (its files are
+/// gone once it has ended). The subshell waits for 60 `sleep 0.002` children, one at a time:
+/// at least 60 voluntary switches in about 0.2-0.5 s, of which the readings may miss only
+/// those after its last sample (one period, 10 ms: a handful).
+#[test]
+fn a_short_lived_process_keeps_the_switches_it_made_while_it_lived() {
+    let text = r#"
+cores = 1
+[policy]
+name = "default"
+[run]
+horizon = "3s"
+[[process]]
+name = "burst"
+command = ["sh", "-c", "(i=0; while [ $i -lt 60 ]; do sleep 0.002; i=$((i+1)); done) & sleep 1.5; wait"]
+"#;
+    let s = Scenario::parse("burst.toml", text).unwrap();
+    let mut opts = RunOptions::new(RunPolicy::Default);
+    opts.perf = false;
+    opts.state_dir =
+        std::env::temp_dir().join(format!("schedkit-engine-burst-{}", std::process::id()));
+    let o = engine::run(&s, opts).unwrap();
+    let most = o
+        .threads
+        .iter()
+        .filter(|t| t.process == "burst")
+        .map(|t| t.voluntary_switches)
+        .max()
+        .unwrap_or(0);
+    eprintln!(
+        "threads tracked: {}; most voluntary switches of one: {most}",
+        o.threads.len()
+    );
+    assert!(
+        most >= 30,
+        "the subshell's voluntary switches: {most} (at least 60 were made)"
+    );
+}

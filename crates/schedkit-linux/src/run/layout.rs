@@ -477,6 +477,7 @@ mod tests {
             idle: 0,
             waiting: 0,
             read_at: 0,
+            since: 0,
         }
     }
 

@@ -363,6 +363,7 @@ impl Live<'_> {
             idle: 0,
             waiting: 0,
             read_at: 0,
+            since: 0,
             migrations: 0,
             stall_run: 0,
             stall_since: None,

@@ -161,14 +161,19 @@ impl SamplePeriod {
 
 /// Reads one thread through its open files ([`crate::threadfiles`]); when that fails (the
 /// thread ended), a read by path says how (zombie) or that it is gone.
-fn read_thread(roots: &Roots, tr: &mut Track, refresh: bool, buf: &mut [u8]) -> Result<ThreadStat> {
+fn read_thread(
+    roots: &Roots,
+    tr: &mut Track,
+    (refresh, young): (bool, bool),
+    buf: &mut [u8],
+) -> Result<ThreadStat> {
     if tr.files.is_none() {
         tr.files = ThreadFiles::open(roots, tr.pid, tr.tid);
     }
     if let Some(r) = tr
         .files
         .as_mut()
-        .and_then(|f| f.read(buf, &mut tr.last, refresh))
+        .and_then(|f| f.read(buf, &mut tr.last, refresh, young))
     {
         return Ok(r.0);
     }
@@ -231,6 +236,8 @@ pub(super) struct Track {
     /// When it was last read (the end of that sample's interval; 0: never): the start of
     /// the window its next reading covers.
     pub(super) read_at: u64,
+    /// The start of the interval of its first reading: for [`YOUNG_NS`].
+    pub(super) since: u64,
 }
 
 pub(super) enum Body {
@@ -383,6 +390,12 @@ const IDLE_EVERY: u64 = 4;
 /// what the readings show.
 const WAITING_EVERY: u64 = 2;
 
+/// For this long after its first reading a thread's `status` (its switch counts) is read
+/// whenever it was scheduled in, not only at its turn every ~5 s: a thread of a burst that
+/// lives 100 ms kept the counts of its first reading (its files are gone when it has ended),
+/// and a run of short-lived threads reported mostly the switches of its long-lived ones.
+const YOUNG_NS: u64 = 1_000_000_000;
+
 /// Whether a thread is read at this sample (`turn`: the sample's number plus its slot, so
 /// that skipped threads are spread over the samples).
 fn due(idle: u32, waiting: u32, turn: u64) -> bool {
@@ -452,6 +465,9 @@ fn observe(
         if !last && !open && !due(tr.idle, tr.waiting, turn) && fin_at.is_none() {
             continue;
         }
+        if tr.read_at == 0 {
+            tr.since = t0;
+        }
         // The window this reading covers: longer than [t0, t1) after a skipped sample.
         let w0 = if tr.read_at == 0 {
             t0
@@ -460,7 +476,8 @@ fn observe(
         };
         tr.read_at = t1;
         let refresh = turn.is_multiple_of(refresh_every);
-        let st = read_thread(roots, tr, refresh, buf);
+        let young = t1.saturating_sub(tr.since) < YOUNG_NS;
+        let st = read_thread(roots, tr, (refresh, young), buf);
         // Times scheduled in since the last sample (schedstat), for the pieces.
         let mut slices = None;
         let mut waited = 0;
