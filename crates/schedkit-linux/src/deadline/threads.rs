@@ -112,7 +112,8 @@ pub(super) fn spawn_task(
     let fork = Arc::new(Fork {
         state: Mutex::new(ForkState {
             generation: 0,
-            times: Vec::new(),
+            // Room for the widest region: a fork refills it without allocating.
+            times: Vec::with_capacity(workers.len()),
             remaining: 0,
             stop: false,
         }),
@@ -269,7 +270,8 @@ fn master_body(ti: usize, task: &Task, fork: &Fork, origin: u64, window: u64, qu
                 Region::Seq(c) => spin_cpu(c.0),
                 Region::Par(v) => {
                     let mut st = fork.state.lock().expect("fork");
-                    st.times = v.iter().map(|c| c.0).collect();
+                    st.times.clear();
+                    st.times.extend(v.iter().map(|c| c.0));
                     st.remaining = v.len();
                     st.generation += 1;
                     fork.go.notify_all();
