@@ -12,9 +12,10 @@
 //! and the queue holds that many ([`JobQueue::capacity`]): however long the control thread
 //! goes without draining (it runs SCHED_OTHER beside deadline threads that may take up to
 //! the admitted bandwidth, so no drain interval is guaranteed), nothing is refused. That is
-//! the memory the masters' per-run buffers took before the events were streamed (40 bytes
-//! an event: a 1 ms task over a 60 s horizon, 4.8 MB). A refused push is still counted
-//! ([`JobQueue::refused`]), and a run with any is an error, never a report short of jobs.
+//! about the memory the masters' per-run buffers took before the events were streamed (a
+//! slot is a 40-byte event and the queue's 8-byte stamp: a 1 ms task over a 60 s horizon,
+//! 120 000 slots, 5.8 MB). A refused push is still counted ([`JobQueue::refused`]), and a
+//! run with any is an error, never a report short of jobs.
 //!
 //! **Time order across masters.** A trace sink takes events in time order (`Metrics` asserts
 //! it), at one instant releases first ([`crate::run::tasks::in_trace_order`]). Each queue is
