@@ -27,14 +27,22 @@
 //! (`CLOCK_THREAD_CPUTIME_ID`) has grown by the region's time: exact in CPU time whatever the
 //! clock frequency or preemptions, which a calibrated iteration count is not.
 //!
-//! Per job, the master records its release and its finish as trace events (`JobRelease`,
-//! `JobFinish`), which [`run_taskset`] streams into the caller's trace sink: response
-//! (finish - release) and deadline misses are the report's to count (`schedkit_core::report`,
-//! through [`crate::run::tasks`]), as for the simulator's periodic tasks. Per thread: CPU
+//! Per job, the master records its release (when it wakes for it) and its finish as trace
+//! events (`JobRelease`, `JobFinish`), which reach the caller's trace sink live, while the
+//! set runs: each master pushes them into its own bounded lock-free queue, allocated before
+//! it starts and holding every event of the window, and the control thread drains all
+//! queues every [`DRAIN_EVERY`] into the sink, merged across masters in time order, and once
+//! more after the join ([`stream`]: the queue, why it cannot fill, the merge's bound). So a
+//! sink sees the run as it goes: one that writes what it receives keeps, if the process is
+//! killed, every event up to the last drain's bound (about one period of the slowest task
+//! behind). Response (finish - release) and deadline misses are the report's to count
+//! (`schedkit_core::report`, through [`crate::run::tasks`]), as for the simulator's periodic
+//! tasks. Per thread: CPU
 //! time and, from perf software counters, kernel context switches and CPU migrations, which
 //! enter the report as measured inputs. Needs root (or CAP_SYS_NICE): otherwise
 //! [`crate::Error::Privilege`].
 
+mod stream;
 mod threads;
 
 use crate::perf::{CounterKind, CounterSet, PerfSource, Target};
@@ -43,11 +51,17 @@ use crate::stall::{Stall, StallWitness};
 use crate::workload::thread_cpu_ns;
 use crate::{Error, Result};
 use schedkit_core::scenario::{Region, Task};
-use schedkit_core::trace::{Event, TraceSink};
+use schedkit_core::trace::TraceSink;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
+use stream::Drain;
 use threads::{monotonic_ns, spawn_task, Latch, Shared, ThreadOut, Threads};
+
+/// How often the control thread drains the masters' queues into the sink while the set
+/// runs: the events' lag behind the run (beside the bound's, see [`stream`]), against a
+/// wake-up of a SCHED_OTHER thread, a few microseconds of CPU, per interval.
+const DRAIN_EVERY: Duration = Duration::from_millis(10);
 
 /// How a task set is run.
 #[derive(Clone, Debug)]
@@ -168,10 +182,12 @@ pub fn cores() -> usize {
 /// finish, in trace order: [`crate::run::tasks::in_trace_order`]), so that jobs, misses and
 /// responses are counted by the report's fold, as in the simulator.
 ///
-/// Each master keeps its events in a buffer sized before the first release (no allocation
-/// and no lock shared between tasks while the set runs); they reach `sink` merged once the
-/// threads have joined. A [`crate::run::tasks::JobSink`] is told [`cores`] first by the
-/// caller ([`crate::run::tasks::DeadlineEngine`] does).
+/// Each master pushes its events into its own queue, sized before the first release (no
+/// allocation and no lock shared between tasks while the set runs); this thread drains the
+/// queues into `sink` while the set runs, every [`DRAIN_EVERY`], each event once no master
+/// can still push an earlier one, and the rest after the join (see [`stream`]). A
+/// [`crate::run::tasks::JobSink`] is told [`cores`] first by the caller
+/// ([`crate::run::tasks::DeadlineEngine`] does).
 pub fn run_taskset(
     tasks: &[Task],
     opts: &DeadlineOptions,
@@ -243,18 +259,25 @@ pub fn run_taskset(
         tasks: vec![TaskTotals::default(); tasks.len()],
         ..TaskSetRun::default()
     };
-    let events = join(threads.handles, &mut out)?;
+    let mut drain = Drain::new(std::mem::take(&mut threads.sources));
+    while !threads.handles.iter().all(|h| h.is_finished()) {
+        std::thread::sleep(DRAIN_EVERY);
+        drain.step(sink);
+    }
+    join(threads.handles, &mut out)?;
+    drain.finish(sink);
     if let Some(e) = failure {
         return Err(e);
     }
+    if drain.refused() > 0 {
+        return Err(Error::Input(format!(
+            "{} job event(s) did not fit the masters' queues, which hold every event of the \
+             window: the run's jobs are incomplete (a schedkit bug; please report it)",
+            drain.refused()
+        )));
+    }
     add_counts(&mut out, counters);
-    out.end_ns = events
-        .iter()
-        .filter(|e| matches!(e, Event::JobFinish { .. }))
-        .map(|e| e.time().0)
-        .max()
-        .unwrap_or(0);
-    crate::run::tasks::stream(events, sink);
+    out.end_ns = drain.last_finish;
     if let Some(w) = witness {
         out.stall_warning = w.warning.clone();
         out.stalls = w.stop().iter().map(|s| s.shifted(origin_ns)).collect();
@@ -307,12 +330,8 @@ fn open_counters(tids: &[(usize, Arc<AtomicI32>)]) -> Vec<(usize, CounterSet)> {
         .collect()
 }
 
-/// Joins every thread: CPU time and thread count per task into `out`; the masters' events.
-fn join(
-    handles: Vec<std::thread::JoinHandle<ThreadOut>>,
-    out: &mut TaskSetRun,
-) -> Result<Vec<Event>> {
-    let mut events = Vec::new();
+/// Joins every thread: CPU time and thread count per task into `out`.
+fn join(handles: Vec<std::thread::JoinHandle<ThreadOut>>, out: &mut TaskSetRun) -> Result<()> {
     for h in handles {
         let t = h
             .join()
@@ -320,9 +339,8 @@ fn join(
         let tot = &mut out.tasks[t.task];
         tot.threads += 1;
         tot.cpu_ns += t.cpu_ns;
-        events.extend(t.events);
     }
-    Ok(events)
+    Ok(())
 }
 
 /// The counters' readings summed per task into `out`.

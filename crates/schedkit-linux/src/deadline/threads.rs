@@ -1,7 +1,9 @@
 //! The threads of a SCHED_DEADLINE task set ([`super::run_taskset`]): per task its workers
 //! and its master, how each enters SCHED_DEADLINE and waits at the start latch, and the
-//! fork/join between them. The master records each job's release and finish as trace events.
+//! fork/join between them. The master pushes each job's release (when it wakes for it) and
+//! finish as trace events into its own queue ([`super::stream`]), live.
 
+use super::stream::{release_of, JobQueue, Source};
 use super::{budget, spin_cpu, thread_work, DeadlineOptions};
 use crate::sched::{self, Policy};
 use crate::workload::thread_cpu_ns;
@@ -70,12 +72,11 @@ impl Latch {
     }
 }
 
-/// What a task thread hands back when it ends: its task, its CPU time over the run and, for
-/// a master, its jobs as trace events.
+/// What a task thread hands back when it ends: its task and its CPU time over the run (a
+/// master's jobs went to its queue as it ran them).
 pub(super) struct ThreadOut {
     pub(super) task: usize,
     pub(super) cpu_ns: u64,
-    pub(super) events: Vec<Event>,
 }
 
 /// What every thread of a run shares: the start latch, the origin (set just before the
@@ -89,11 +90,13 @@ pub(super) struct Shared {
     pub(super) setup: std::sync::mpsc::Sender<(String, Result<i32>)>,
 }
 
-/// The threads of a run and their TIDs (for the perf counters), per task.
+/// The threads of a run and their TIDs (for the perf counters), per task; and each
+/// master's event queue as the drain reads it.
 #[derive(Default)]
 pub(super) struct Threads {
     pub(super) handles: Vec<std::thread::JoinHandle<ThreadOut>>,
     pub(super) tids: Vec<(usize, Arc<AtomicI32>)>,
+    pub(super) sources: Vec<Source>,
 }
 
 /// Starts task `ti`'s workers (one per thread of its widest parallel region) and its
@@ -109,7 +112,8 @@ pub(super) fn spawn_task(
     let fork = Arc::new(Fork {
         state: Mutex::new(ForkState {
             generation: 0,
-            times: Vec::new(),
+            // Room for the widest region: a fork refills it without allocating.
+            times: Vec::with_capacity(workers.len()),
             remaining: 0,
             stop: false,
         }),
@@ -136,7 +140,6 @@ pub(super) fn spawn_task(
                 ThreadOut {
                     task: ti,
                     cpu_ns: thread_cpu_ns() - cpu0,
-                    events: Vec::new(),
                 }
             })
             .map_err(|e| Error::io("spawn a sched-deadline worker", e))?;
@@ -150,14 +153,14 @@ pub(super) fn spawn_task(
         threads,
     );
     let (origin, window, task) = (shared.origin.clone(), shared.window, task.clone());
+    // Allocated here, before the master exists: it never allocates (see `super::stream`).
+    let queue = Arc::new(JobQueue::new(&task, window));
+    threads
+        .sources
+        .push(Source::new(queue.clone(), task.clone(), window));
     let h = std::thread::Builder::new()
         .name(format!("dl-{}", task.name()))
         .spawn(move || {
-            // Sized before the first release: two events per job in the window.
-            let jobs = window
-                .saturating_sub(task.offset().0)
-                .div_ceil(task.period().0.max(1));
-            let mut events = Vec::with_capacity(2 * jobs as usize);
             let run = enter.enter();
             let cpu0 = thread_cpu_ns();
             if run {
@@ -167,7 +170,7 @@ pub(super) fn spawn_task(
                     &fork,
                     origin.load(Ordering::SeqCst),
                     window,
-                    &mut events,
+                    &queue,
                 );
             }
             let mut st = fork.state.lock().expect("fork");
@@ -177,7 +180,6 @@ pub(super) fn spawn_task(
             ThreadOut {
                 task: ti,
                 cpu_ns: thread_cpu_ns() - cpu0,
-                events,
             }
         })
         .map_err(|e| Error::io("spawn a sched-deadline master", e))?;
@@ -247,28 +249,29 @@ fn worker_body(fork: &Fork, k: usize) {
 }
 
 /// A master: for each release in the window (times from `origin`, the run's clock), wait
-/// for it, run the regions (forking the parallel ones to the workers and joining them), and
-/// record the job's release and finish as trace events.
-fn master_body(
-    ti: usize,
-    task: &Task,
-    fork: &Fork,
-    origin: u64,
-    window: u64,
-    events: &mut Vec<Event>,
-) {
+/// for it, push the job's release, run the regions (forking the parallel ones to the workers
+/// and joining them), and push the job's finish. The release goes in when the master wakes
+/// for it, not with the finish: a run cut short still shows the jobs it had released.
+fn master_body(ti: usize, task: &Task, fork: &Fork, origin: u64, window: u64, queue: &JobQueue) {
     for j in 0.. {
-        let release = task.offset().0 + j * task.period().0;
+        let release = release_of(task, j);
         if release >= window {
             break;
         }
         sleep_until(origin + release);
+        queue.push(Event::JobRelease {
+            t: Nanos(release),
+            task: ti,
+            job: j,
+            deadline: Nanos(release + task.deadline().0),
+        });
         for r in task.regions() {
             match r {
                 Region::Seq(c) => spin_cpu(c.0),
                 Region::Par(v) => {
                     let mut st = fork.state.lock().expect("fork");
-                    st.times = v.iter().map(|c| c.0).collect();
+                    st.times.clear();
+                    st.times.extend(v.iter().map(|c| c.0));
                     st.remaining = v.len();
                     st.generation += 1;
                     fork.go.notify_all();
@@ -278,15 +281,8 @@ fn master_body(
                 }
             }
         }
-        let finish = monotonic_ns() - origin;
-        events.push(Event::JobRelease {
-            t: Nanos(release),
-            task: ti,
-            job: j,
-            deadline: Nanos(release + task.deadline().0),
-        });
-        events.push(Event::JobFinish {
-            t: Nanos(finish),
+        queue.push(Event::JobFinish {
+            t: Nanos(monotonic_ns() - origin),
             task: ti,
             job: j,
         });

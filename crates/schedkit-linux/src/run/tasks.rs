@@ -4,7 +4,9 @@
 //! Every real task-set engine (SCHED_DEADLINE's [`crate::deadline`], and the user-space pool
 //! of `schedkit-runtime` under `paws`, `gedf`, `ws`) is a [`TaskEngine`]: it runs the set and
 //! streams each job as trace events (`JobRelease` at the release, `JobFinish` at the finish,
-//! in time order) into the [`TaskFold`] [`run`] hands it. The fold is the simulator's
+//! in time order) into the [`TaskFold`] [`run`] hands it: SCHED_DEADLINE's live, drained from
+//! its masters' queues while the set runs (see [`crate::deadline`]); the pool's once its
+//! harness returns, through [`stream`]. The fold is the simulator's
 //! `Metrics` (jobs, deadline misses, worst response per task: one definition, in
 //! `schedkit_core::report`) teed with a [`JobTable`], so the report and the per-job table the
 //! CLI prints after it come from the same events. What an engine measures rather than traces
@@ -363,8 +365,9 @@ pub fn deadline_counts(r: &crate::deadline::TaskSetRun) -> TaskCounts {
     }
 }
 
-/// Streams the job events of a set's threads into `sink`, merged in trace order
-/// ([`in_trace_order`]).
+/// Streams the job events of a set's threads, gathered after the run, into `sink`, merged in
+/// trace order ([`in_trace_order`]) (SCHED_DEADLINE's go live; this is for engines that
+/// hand their jobs back at the end, and for reports rebuilt from recorded jobs).
 pub fn stream(mut events: Vec<Event>, sink: &mut dyn TraceSink) {
     in_trace_order(&mut events);
     for e in &events {
