@@ -395,7 +395,7 @@ fn wake_one(sh: &Shared) {
 /// How long an idle worker keeps looking for work before it parks. Waking a parked worker
 /// costs the forking side an unpark and the fork tens of microseconds on a loaded machine, so
 /// a worker that just ran out of work stays available for a while (Rayon's workers likewise
-/// spin and yield through many rounds before they sleep); 200 us bounds the CPU it burns.
+/// look through many rounds before they sleep); 200 us bounds the CPU it burns.
 const IDLE_SPIN: Duration = Duration::from_micros(200);
 
 /// The worker's idle step on the plain side: its own deque, then stealing; spins up to
@@ -423,10 +423,21 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> Idle {
         if sh.workers[core].kick.load(Relaxed) || Instant::now() >= until || sh.stop.load(Relaxed) {
             break None;
         }
-        // Yield rather than spin: the thread that will push the next work (a caller woken
-        // from `install`) may be waiting for this CPU. A SCHED_FIFO worker yields only to
-        // threads of its own priority, so real-time behaviour is unchanged.
-        std::thread::yield_now();
+        // Spin, do not `yield_now`. Under EEVDF (Linux 6.6 on) a `sched_yield` beside a
+        // CPU-bound thread gives that thread the CPU for the rest of its slice: the yielder's
+        // virtual runtime jumps to its deadline, so it is not eligible again until the other
+        // has run, and it is preempted back only at a tick (4 ms at HZ=250). Meanwhile this
+        // worker still counts as looking (`spinning`), so the next `install` does not unpark
+        // it, and being runnable it gets no wake-up preemption either: beside a CPU hog, one
+        // pinned worker waited out one tick per `install` (fib(22): 131-139 ns per join against
+        // 11 ns quiet, docs/results/runtime.md). Spinning keeps the CPU for at most
+        // `IDLE_SPIN`, then the worker parks, and a parked worker is woken by the push.
+        // A caller woken on this CPU waits at most that long (or preempts us on wake-up);
+        // on an idle CPU a yield was a spin anyway. A SCHED_FIFO worker never yielded to
+        // lower priorities, so real-time behaviour is unchanged; a kick ends the spin.
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
     };
     let left = plain.spinning.fetch_sub(1, SeqCst) - 1;
     if found.is_some() && left == 0 && plain.sleeping.load(SeqCst) > 0 {
