@@ -419,7 +419,7 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> Idle {
     let until = start + IDLE_SPIN;
     // Unpinned workers yield at once, as before: the kernel can move them off a busy CPU,
     // and with the pure spin two unpinned workers on a loaded machine ran at one worker's
-    // speed in 3 of 7 interleaved runs (fib(22), every call forking: 10-11 ns per join
+    // speed in 3 of 6 interleaved runs (fib(22), every call forking: 10-11 ns per join
     // against 6 ns).
     let pure_until = if sh.cfg.pin {
         start + IDLE_PURE_SPIN
@@ -446,7 +446,7 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> Idle {
         // (4 ms at HZ=250). Meanwhile this worker still counts as looking (`spinning`), so
         // the next `install` does not unpark it, and being runnable it gets no wake-up
         // preemption either: beside a CPU hog, one pinned worker that yielded at once waited
-        // out one tick per `install` (fib(22): 131-139 ns per join against 11 ns quiet,
+        // out one tick per `install` (fib(22): 113-139 ns per join against 11 ns quiet,
         // docs/results/runtime.md). The caller on the other CPU pushes within the pure spin.
         // After it, yield: the thread that will push the next work (a caller woken from
         // `install`) may be waiting for this very CPU, and on an idle CPU a yield costs
