@@ -395,8 +395,14 @@ fn wake_one(sh: &Shared) {
 /// How long an idle worker keeps looking for work before it parks. Waking a parked worker
 /// costs the forking side an unpark and the fork tens of microseconds on a loaded machine, so
 /// a worker that just ran out of work stays available for a while (Rayon's workers likewise
-/// spin and yield through many rounds before they sleep); 200 us bounds the CPU it burns.
+/// look through many rounds before they sleep); 200 us bounds the CPU it burns.
 const IDLE_SPIN: Duration = Duration::from_micros(200);
+
+/// The first part of [`IDLE_SPIN`], spun without `yield_now` (see `run_plain`): long enough
+/// for a caller on another CPU that gets it at once to take the result and push the next
+/// `install` (10-20 us here, traced beside two CPU hogs), short enough that a caller woken
+/// on this worker's own CPU is not held for long.
+const IDLE_PURE_SPIN: Duration = Duration::from_micros(50);
 
 /// The worker's idle step on the plain side: its own deque, then stealing; spins up to
 /// [`IDLE_SPIN`] for work before telling the caller to park, announcing itself as a sleeper so
@@ -409,7 +415,17 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> Idle {
     // SAFETY: our own context.
     let c = unsafe { &*c };
     let plain = &sh.plain;
-    let until = Instant::now() + IDLE_SPIN;
+    let start = Instant::now();
+    let until = start + IDLE_SPIN;
+    // Unpinned workers yield at once, as before: the kernel can move them off a busy CPU,
+    // and with the pure spin two unpinned workers on a loaded machine ran at one worker's
+    // speed in 3 of 6 interleaved runs (fib(22), every call forking: 10-11 ns per join
+    // against 6 ns).
+    let pure_until = if sh.cfg.pin {
+        start + IDLE_PURE_SPIN
+    } else {
+        start
+    };
     // Counted as spinning only while looking: a worker running what it found is not going
     // to pick up the next push.
     plain.spinning.fetch_add(1, SeqCst);
@@ -423,10 +439,26 @@ pub(crate) fn run_plain(sh: &Shared, core: usize) -> Idle {
         if sh.workers[core].kick.load(Relaxed) || Instant::now() >= until || sh.stop.load(Relaxed) {
             break None;
         }
-        // Yield rather than spin: the thread that will push the next work (a caller woken
-        // from `install`) may be waiting for this CPU. A SCHED_FIFO worker yields only to
-        // threads of its own priority, so real-time behaviour is unchanged.
-        std::thread::yield_now();
+        // Spin first, yield after `IDLE_PURE_SPIN`. Under EEVDF (Linux 6.6 on) a
+        // `sched_yield` beside a CPU-bound thread gives that thread the CPU for the rest of
+        // its slice: the yielder's virtual runtime jumps to its deadline, so it is not
+        // eligible again until the other has run, and it gets the CPU back only at a tick
+        // (4 ms at HZ=250). Meanwhile this worker still counts as looking (`spinning`), so
+        // the next `install` does not unpark it, and being runnable it gets no wake-up
+        // preemption either: beside a CPU hog, one pinned worker that yielded at once waited
+        // out one tick per `install` (fib(22): 113-139 ns per join against 11 ns quiet,
+        // docs/results/runtime.md). The caller on the other CPU pushes within the pure spin.
+        // After it, yield: the thread that will push the next work (a caller woken from
+        // `install`) may be waiting for this very CPU, and on an idle CPU a yield costs
+        // nothing. A SCHED_FIFO worker yields only to threads of its own priority and a kick
+        // ends the loop, so real-time behaviour is unchanged.
+        if Instant::now() < pure_until {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+        } else {
+            std::thread::yield_now();
+        }
     };
     let left = plain.spinning.fetch_sub(1, SeqCst) - 1;
     if found.is_some() && left == 0 && plain.sleeping.load(SeqCst) > 0 {
