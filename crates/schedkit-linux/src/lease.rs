@@ -288,6 +288,26 @@ pub fn stale(dir: &Path, roots: &Roots) -> Vec<Stale> {
     out
 }
 
+/// The machine lease alone (`hold`, no sysctls, no journal) on this host's lease directory,
+/// waiting up to `wait` for its holders: what a program that measures or changes the machine
+/// without being a run takes (the suite's real-run tests, which must not run beside an
+/// exclusive run that would move their threads).
+pub fn machine(hold: Hold, command: String, wait: Option<Duration>) -> Result<Lease> {
+    acquire(
+        &lease_dir(),
+        Acquire {
+            roots: &Roots::host(),
+            want: &Want {
+                machine: Some(hold),
+                sysctls: Vec::new(),
+            },
+            command,
+            journal: None,
+            wait,
+        },
+    )
+}
+
 /// The options of [`acquire`].
 pub struct Acquire<'a> {
     pub roots: &'a Roots,

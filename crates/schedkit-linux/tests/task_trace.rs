@@ -22,19 +22,10 @@ fn shared_machine_with(cpus: usize, what: &str) -> Option<Lease> {
         eprintln!("skipped: {what}: SCHED_DEADLINE needs root (CI runs as root)");
         return None;
     }
-    let want = lease::Want {
-        machine: Some(Hold::Shared),
-        sysctls: Vec::new(),
-    };
-    let l = lease::acquire(
-        &lease::lease_dir(),
-        lease::Acquire {
-            roots: &schedkit_linux::Roots::host(),
-            want: &want,
-            command: format!("schedkit test: {what}"),
-            journal: None,
-            wait: Some(Duration::from_secs(1200)),
-        },
+    let l = lease::machine(
+        Hold::Shared,
+        format!("schedkit test: {what}"),
+        Some(Duration::from_secs(1200)),
     )
     .unwrap_or_else(|e| panic!("the machine lease for {what}: {e}"));
     let allowed = schedkit_linux::affinity::get_thread(0).map_or(0, |a| a.len());

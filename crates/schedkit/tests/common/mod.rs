@@ -87,22 +87,9 @@ pub fn machine_lease(hold: Hold, what: &str) -> Option<Lease> {
     if !is_root() {
         return None;
     }
-    let want = lease::Want {
-        machine: Some(hold),
-        sysctls: Vec::new(),
-    };
     let t0 = Instant::now();
-    let l = lease::acquire(
-        &lease::lease_dir(),
-        lease::Acquire {
-            roots: &schedkit_linux::Roots::host(),
-            want: &want,
-            command: format!("schedkit test: {what}"),
-            journal: None,
-            wait: Some(LEASE_WAIT),
-        },
-    )
-    .unwrap_or_else(|e| panic!("the machine lease for {what}: {e}"));
+    let l = lease::machine(hold, format!("schedkit test: {what}"), Some(LEASE_WAIT))
+        .unwrap_or_else(|e| panic!("the machine lease for {what}: {e}"));
     if t0.elapsed() > Duration::from_millis(500) {
         eprintln!(
             "{what}: waited {:.1} s for the machine lease (another schedkit run held it)",
