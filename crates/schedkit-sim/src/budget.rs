@@ -8,8 +8,8 @@
 //!
 //! - arrivals and ends: two events per process thread;
 //! - slice ends: a running thread has a slice-end event every slice (`quantum`; CFS's
-//!   `max(min_granularity, sched_latency / threads per core)`; EEVDF's slice rounded up to
-//!   the `tick`), on every busy core;
+//!   `max(min_granularity, sched_latency / threads per core)`; EEVDF's `base_slice`, since a
+//!   thread that reads its clock may switch between ticks), on every busy core;
 //! - sleep phases: two events per `pattern` cycle per thread;
 //! - controller ticks: every `period` (the gang matrix: every `quantum`) the controller looks
 //!   at every thread;
@@ -74,11 +74,12 @@ fn slice(s: &Scenario, threads_per_core: f64) -> Option<(f64, Vec<&'static str>)
         | PolicyName::Twrs
         | PolicyName::GlobalFair
         | PolicyName::Tenants => Some(cfs()),
-        PolicyName::Eevdf => {
-            let (slice, mut keys) = cfs();
-            keys.push("policy.tick");
-            Some((slice.max(p.tick().0 as f64), keys))
-        }
+        // A thread that reads its CPU clock (a burst or a pattern) may switch at its slice's
+        // end between ticks; others at ticks.
+        PolicyName::Eevdf => Some((
+            p.base_slice().0 as f64,
+            vec!["policy.base_slice", "policy.tick"],
+        )),
         _ => None,
     }
 }

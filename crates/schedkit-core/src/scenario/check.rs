@@ -365,6 +365,9 @@ fn policy_durations(
     if let Some(v) = nonzero(&p.min_granularity, "policy.min_granularity")? {
         spec.min_granularity = v;
     }
+    if let Some(v) = nonzero(&p.base_slice, "policy.base_slice")? {
+        spec.base_slice = v;
+    }
     if let Some(v) = nonzero(&p.balance_interval, "policy.balance_interval")? {
         spec.balance_interval = v;
     }

@@ -116,6 +116,11 @@ pub struct PolicySpec {
     pub(super) sched_latency: Nanos,
     /// CFS minimum granularity. Default 0.75 ms.
     pub(super) min_granularity: Nanos,
+    /// The `eevdf` model's base slice before its scaling with the CPU count (the kernel's
+    /// `sysctl_sched_base_slice`). Default 0.70 ms (Linux 6.15 and later, and the stable
+    /// releases that took the change; 0.75 ms before).
+    #[serde(skip_serializing_if = "is_default_base_slice")]
+    pub(super) base_slice: Nanos,
     /// CFS load-balancing interval. Default 4 ms.
     pub(super) balance_interval: Nanos,
     /// The scheduler tick (1 / CONFIG_HZ) of the `eevdf` model: a thread whose slice is used
@@ -157,6 +162,14 @@ pub struct GangOverheadSpec {
 /// The default `tick`: HZ = 250.
 pub const DEFAULT_TICK: Nanos = Nanos::from_ms(4);
 
+/// The default `base_slice`: `sysctl_sched_base_slice` since Linux 6.15 (commit 2ae891b82695).
+pub const DEFAULT_BASE_SLICE: Nanos = Nanos::from_us(700);
+
+/// Keeps `base_slice` out of serialised scenarios that do not set it (their outputs predate it).
+fn is_default_base_slice(t: &Nanos) -> bool {
+    *t == DEFAULT_BASE_SLICE
+}
+
 /// Keeps `tick` out of serialised scenarios that do not set it (their outputs predate it).
 fn is_default_tick(t: &Nanos) -> bool {
     *t == DEFAULT_TICK
@@ -174,6 +187,7 @@ impl PolicySpec {
             seed: 1,
             sched_latency: Nanos::from_ms(6),
             min_granularity: Nanos::from_us(750),
+            base_slice: DEFAULT_BASE_SLICE,
             balance_interval: Nanos::from_ms(4),
             tick: DEFAULT_TICK,
             period: Nanos::from_ms(100),
@@ -218,6 +232,8 @@ params! {
     sched_latency / with_sched_latency: Nanos;
     /// CFS minimum granularity.
     min_granularity / with_min_granularity: Nanos;
+    /// The `eevdf` model's base slice.
+    base_slice / with_base_slice: Nanos;
     /// CFS load-balancing interval.
     balance_interval / with_balance_interval: Nanos;
     /// The `eevdf` model's scheduler tick.

@@ -12,12 +12,16 @@
 //! - **`pick_eevdf`**: the eligible thread with the earliest virtual deadline; equal deadlines
 //!   go to the thread queued first (the kernel's rbtree puts an equal key to the right).
 //! - **`update_deadline`**: `deadline = vruntime + slice * 1024 / weight` once the vruntime
-//!   reaches the deadline. The slice is `sysctl_sched_base_slice` = `min_granularity` (0.75 ms)
-//!   x `1 + ilog2(min(cores, 8))` (the kernel's log scaling of the boot-time CPU count:
-//!   1.5 ms on 2 CPUs, 3 ms on 8 or more).
-//! - **The tick**: without HRTICK (off by default) the kernel notices a used-up slice only at
-//!   the next scheduler tick, so a slice here ends at the first multiple of `tick` (default
-//!   4 ms, HZ = 250) at or after the vruntime reaches the deadline.
+//!   reaches the deadline. The slice is `sysctl_sched_base_slice` (`[policy] base_slice`,
+//!   0.70 ms since Linux 6.15, 0.75 ms before) x `1 + ilog2(min(cores, 8))` (the kernel's log
+//!   scaling of the boot-time CPU count: 1.4 ms on 2 CPUs, 2.8 ms on 8 or more).
+//! - **When a slice end is noticed** (`update_curr`): without HRTICK (off by default) at the
+//!   next scheduler tick (`tick`, default 4 ms, HZ = 250), or at any other `update_curr` of
+//!   the running thread. schedkit's `spin` workload in a thread with a `burst` or a `pattern`
+//!   reads its own CPU clock every few microseconds, which the kernel serves with
+//!   `task_sched_runtime` -> `update_curr`: such a thread's slice ends exactly at its
+//!   deadline; other threads' at the first tick at or after it. (Traced on 6.18: a patterned
+//!   thread is switched out 1.39-1.40 ms into its turns, between ticks; a hog at ticks.)
 //! - **`place_entity`**: a new or waking thread starts at `V - lag * (W + w) / W` (`W` the
 //!   queue's weight before it joins: PLACE_LAG keeps its lag across the sleep, scaled so that
 //!   adding it does not move V by more than its own lag); a new thread has lag 0 and a
@@ -26,11 +30,17 @@
 //!   the running thread's time up to the instant of the placement (`update_curr` first).
 //! - **RUN_TO_PARITY** (`set_protect_slice`, `protect_slice`): a thread picked to run keeps the
 //!   core until its deadline while it stays eligible; with equal slices (schedkit has no
-//!   `sched_attr.sched_runtime` slices) the protected vruntime is the deadline.
+//!   `sched_attr.sched_runtime` slices) the protected vruntime (`vprot`) is the deadline it
+//!   was picked with. A thread picked again when its slice ends (`pick_next_task_fair` with
+//!   `prev == p` calls no `set_next_entity`) is not protected anew, so from then on every
+//!   `update_curr` reschedules (6.17 and later: `resched || !protect_slice(curr)`): at each
+//!   tick, at each enqueue beside it (a wake-up), and, for a thread that reads its clock, at
+//!   once when another thread becomes the pick (`lose_in`).
 //! - **Wakeup preemption** (`check_preempt_wakeup_fair`): when a thread is placed on a busy
 //!   queue, the running one is preempted if `pick_eevdf` (with protection) now returns the
-//!   newcomer, i.e. the running thread is no longer eligible or no longer protected and the
-//!   newcomer has the earliest eligible deadline.
+//!   newcomer, i.e. the running thread is no longer eligible and the newcomer has the
+//!   earliest eligible deadline; a running thread that is not protected is rescheduled by the
+//!   enqueue's `update_curr`, and the next pick decides.
 //! - **The wake-up path** (`WAKE_PATH_NS`): a sleeper joins its queue 8.7 us after its timer
 //!   (measured here), so its wake-up latency includes it and its cycle drifts against the tick.
 //! - **DELAY_DEQUEUE and DELAY_ZERO** (6.12 and later): a thread that blocks while not eligible
@@ -156,6 +166,10 @@ enum At {
 struct Ent {
     vruntime: i64,
     deadline: i64,
+    /// The kernel's `se->vprot`: the vruntime up to which it keeps its core (RUN_TO_PARITY),
+    /// its deadline when it was last picked from the queue (`set_protect_slice`). Picked
+    /// again straight after its slice ended (the kernel's `prev == p`), it is not set anew.
+    vprot: i64,
     /// The kernel's `se->vlag`: `V - vruntime` when it left its queue.
     vlag: i64,
     /// CPU time charged but not yet folded into `vruntime`, and the division remainder.
@@ -179,6 +193,7 @@ struct Ent {
 const OFF: Ent = Ent {
     vruntime: 0,
     deadline: 0,
+    vprot: 0,
     vlag: 0,
     pending: 0,
     rem: 0,
@@ -205,6 +220,9 @@ struct RunQueue {
     zero: i64,
     /// Threads placed here since the last `preempt` round (wakeup preemption candidates).
     placed: Vec<Slot>,
+    /// The thread that left this core's CPU at `prev.1` (slice ended or preempted) and is
+    /// queued again: picked at that instant, it continues without `set_next_entity`.
+    prev: Option<(Slot, u64)>,
     /// PELT: the sum of the load averages attached here (`cfs_rq->avg.load_avg`), following
     /// `load`.
     avg: Avg,
@@ -295,7 +313,7 @@ impl Eevdf {
             round_ns: spec.balance_interval().0,
             waiting: 0,
             total_load: 0,
-            slice: spec.min_granularity().0 * slice_factor(cores),
+            slice: spec.base_slice().0 * slice_factor(cores),
             tick: spec.tick().0.max(1),
             balance_interval: spec.balance_interval(),
             imbalance_pct: if spec.imbalance_pct() == SPEC_DEFAULT_IMBALANCE_PCT {
@@ -435,6 +453,39 @@ impl Eevdf {
         }
     }
 
+    /// Real time from now until `pick_eevdf` without protection stops returning `curr`, the
+    /// running thread on `core`, if its deadline stays as it is: until `curr` is no longer
+    /// eligible, or a queued thread with a deadline no later than its own becomes eligible.
+    /// While `curr` runs for `t` ns, the queue's `sum(w * v)` grows by `t * 1024`.
+    fn lose_in(&mut self, core: usize, curr: Slot) -> Option<u64> {
+        let (s, w) = self.sums(core);
+        let e = self.ents[curr as usize];
+        let (k, wc) = (NICE_0_LOAD as i128, e.weight as i128);
+        let others = w as i128 - wc;
+        if others <= 0 {
+            return None;
+        }
+        let mut best: Option<u64> = None;
+        let mut at = |t: i128| {
+            let t = t.clamp(1, u64::MAX as i128) as u64;
+            best = Some(best.map_or(t, |b| b.min(t)));
+        };
+        // Eligible while s + t*k >= (v_c + t*k/w_c) * w, i.e. t * k * others / w_c <= s - v_c*w.
+        let slack = s - e.vruntime as i128 * w as i128;
+        if slack >= 0 {
+            at(slack * wc / (k * others) + 1);
+        }
+        for &(d, _, j) in self.rqs[core].tree.iter() {
+            if d > e.deadline {
+                break;
+            }
+            // Eligible once s + t*k >= v_j * w.
+            let need = self.ents[j as usize].vruntime as i128 * w as i128 - s;
+            at((need.max(0) + k - 1) / k);
+        }
+        best
+    }
+
     // --- leaving and joining ----------------------------------------------------------------
 
     /// `V - v`, clamped to the lag limit.
@@ -535,7 +586,12 @@ impl Eevdf {
             e.deadline = e.vruntime + delta_fair(self.slice, e.weight);
             return true;
         }
-        // RUN_TO_PARITY: an eligible thread keeps the core until its deadline.
+        // Past its protection (picked again after its slice ended), `update_curr` at the
+        // enqueue reschedules and the next pick decides.
+        if e.vruntime >= e.vprot {
+            return true;
+        }
+        // RUN_TO_PARITY: an eligible thread keeps the core while it is protected.
         if Self::eligible(sums, e.vruntime) {
             return false;
         }
@@ -580,6 +636,7 @@ impl Dispatcher for Eevdf {
             }
             e.left = self.now;
             self.insert(slot, core, At::Queued);
+            self.rqs[core].prev = Some((slot, self.now));
             return;
         }
         self.settle_all(ctx);
@@ -646,7 +703,13 @@ impl Dispatcher for Eevdf {
             self.log.push((ctx.now.0, slot, lags));
         }
         self.erase(slot);
-        self.stamp(slot);
+        // The thread whose slice just ended, picked again: the kernel's `pick_next_task_fair`
+        // with `prev == p` neither moves it in `cfs_tasks` nor protects a new slice.
+        if self.rqs[core].prev.take() != Some((slot, self.now)) {
+            self.stamp(slot);
+            let e = &mut self.ents[slot as usize];
+            e.vprot = e.deadline;
+        }
         self.ents[slot as usize].at = At::Running;
         self.rqs[core].curr = Some(slot);
         // The engine has charged every running thread up to now before it asks for picks.
@@ -654,14 +717,33 @@ impl Dispatcher for Eevdf {
         Some(slot)
     }
 
-    fn time_slice(&mut self, ctx: &Ctx, _core: usize, slot: Slot) -> Option<Nanos> {
-        // Real time until the vruntime reaches the deadline, then on to the next tick.
+    fn time_slice(&mut self, ctx: &Ctx, core: usize, slot: Slot) -> Option<Nanos> {
         self.flush(slot);
-        let e = &self.ents[slot as usize];
+        let e = self.ents[slot as usize];
         let left_v = (e.deadline - e.vruntime).max(0) as u128;
-        let left = (left_v * e.weight as u128).div_ceil(NICE_0_LOAD as u128) as u64;
-        let end = (ctx.now.0 + left.max(1)).div_ceil(self.tick) * self.tick;
-        Some(Nanos(end - ctx.now.0))
+        let left = ((left_v * e.weight as u128).div_ceil(NICE_0_LOAD as u128) as u64).max(1);
+        let t = ctx.thread(slot);
+        // A thread with a burst or a run/sleep pattern reads its CPU clock every few
+        // microseconds (schedkit's `spin` workload), and the kernel serves that read with
+        // `update_curr`: its used-up slice, or the end of its protection, is noticed at once.
+        let reads_clock = t.demand.is_some() || t.phase.is_some();
+        let now = ctx.now.0;
+        let end = if e.vruntime < e.vprot {
+            // Protected to its deadline (vprot is the deadline it was picked with).
+            if reads_clock {
+                now + left
+            } else {
+                (now + left).div_ceil(self.tick) * self.tick
+            }
+        } else if reads_clock {
+            // Unprotected: every clock read reschedules, so it runs until another thread
+            // is the pick, or to its deadline (renewed, then picked again or not).
+            now + self.lose_in(core, slot).map_or(left, |d| d.min(left))
+        } else {
+            // Unprotected: the next tick's `update_curr` reschedules.
+            (now / self.tick + 1) * self.tick
+        };
+        Some(Nanos(end - now))
     }
 
     fn charge(&mut self, ctx: &Ctx, slot: Slot, core: usize, ran: Nanos) {
