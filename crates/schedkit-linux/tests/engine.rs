@@ -227,3 +227,54 @@ command = ["sh", "-c", "(i=0; while [ $i -lt 60 ]; do sleep 0.002; i=$((i+1)); d
         "the subshell's voluntary switches: {most} (at least 60 were made)"
     );
 }
+
+#[test]
+fn a_fifo_class_process_runs_sched_fifo_under_the_kernels_scheduler() {
+    // `class = "fifo"` under `policy = "default"`: the process's threads run SCHED_FIFO
+    // (policy 1 in /proc/<tid>/stat's 41st field), the others stay SCHED_OTHER (0).
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: SCHED_FIFO needs root (CAP_SYS_NICE)");
+        return;
+    }
+    let s = Scenario::parse(
+        "t.toml",
+        "cores = 1\n[policy]\nname = \"default\"\n[run]\nhorizon = \"1500ms\"\n\
+         [[process]]\nname = \"fifoclass\"\nclass = \"fifo\"\n\
+         pattern = [{ run = \"1ms\" }, { sleep = \"20ms\" }]\n\
+         [[process]]\nname = \"otherclass\"\nburst = \"1s\"\n",
+    )
+    .unwrap();
+    let mut opts = RunOptions::new(RunPolicy::Default);
+    opts.perf = false;
+    fn policy_of(comm: &str) -> Option<u32> {
+        for t in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+            let p = t.path();
+            let c = std::fs::read_to_string(p.join("comm")).unwrap_or_default();
+            if c.trim() == comm {
+                let stat = std::fs::read_to_string(p.join("stat")).ok()?;
+                let after = &stat[stat.rfind(')')? + 2..];
+                // Fields from the 3rd on; the policy is the 41st.
+                return after.split(' ').nth(38)?.parse().ok();
+            }
+        }
+        None
+    }
+    // The job's threads are threads of this process; a watcher reads their policies while
+    // the run goes on in this thread.
+    let watch = std::thread::spawn(|| {
+        let mut seen = (None, None);
+        for _ in 0..120 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            seen = (policy_of("fifoclass.0"), policy_of("otherclass.0"));
+            if seen.0.is_some() && seen.1.is_some() {
+                break;
+            }
+        }
+        seen
+    });
+    let o = engine::run(&s, opts).unwrap();
+    assert_eq!(o.processes.len(), 2);
+    let seen = watch.join().unwrap();
+    assert_eq!(seen, (Some(1), Some(0)), "(fifoclass, otherclass) policies");
+}

@@ -412,6 +412,7 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
                         par: false,
                         cpu: Nanos::ZERO,
                         phase: p.pattern().map(|_| (0, Nanos::ZERO)),
+                        rt: p.class() == schedkit_core::scenario::Class::Fifo,
                     };
                     let slot = self.new_slot(t, None);
                     match self.threads[slot as usize].phase {
@@ -537,6 +538,7 @@ impl<'a, D: Dispatcher + ?Sized + 'a, S: TraceSink + ?Sized + 'a> Engine<'a, D, 
                 par,
                 cpu: Nanos::ZERO,
                 phase: None,
+                rt: false,
             };
             let slot = self.new_slot(t, Some(id));
             self.arrive(slot);

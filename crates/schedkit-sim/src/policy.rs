@@ -101,6 +101,10 @@ pub struct SimThread {
     /// Threads with a run/sleep `pattern`: the index of the current phase and the CPU time
     /// left in it (the thread blocks when it reaches zero). `None` for always-runnable threads.
     pub phase: Option<(usize, Nanos)>,
+    /// Runs in the real-time class (`[[process]] class = "fifo"`): the kernel models
+    /// (`eevdf`, `cfs`) run it before any fair thread, until it blocks; other policies
+    /// ignore it.
+    pub rt: bool,
 }
 
 impl SimThread {

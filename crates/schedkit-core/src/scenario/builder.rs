@@ -8,8 +8,8 @@ use super::raw::{
     RawGroup, RawPhase, RawPolicy, RawProcess, RawRegion, RawRun, RawScenario, RawTask, Val,
 };
 use super::{
-    Group, Locator, Phase, PolicyName, PolicySpec, Process, Region, Scenario, ScenarioError, Share,
-    Task, Work,
+    Class, Group, Locator, Phase, PolicyName, PolicySpec, Process, Region, Scenario, ScenarioError,
+    Share, Task, Work,
 };
 use crate::time::{Bytes, Nanos};
 
@@ -241,6 +241,7 @@ fn raw_process(p: Process, group: Option<String>) -> RawProcess {
         stride,
         compute,
         command: p.command.map(Val::new),
+        class: (p.class != Class::Other).then(|| Val::new(p.class.as_str().to_string())),
         pattern: p.pattern.map(|ph| {
             Val::new(
                 ph.into_iter()

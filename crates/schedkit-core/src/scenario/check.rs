@@ -2,8 +2,8 @@
 
 use super::raw::{RawPhase, RawPolicy, RawProcess, RawScenario, RawTask, Val};
 use super::{
-    GangOverheadSpec, Group, Locator, Phase, PolicyName, PolicySpec, Process, Region, Scenario,
-    ScenarioError, Share, Task, Work,
+    Class, GangOverheadSpec, Group, Locator, Phase, PolicyName, PolicySpec, Process, Region,
+    Scenario, ScenarioError, Share, Task, Work,
 };
 use crate::time::{Bytes, Nanos};
 use std::collections::HashSet;
@@ -143,6 +143,20 @@ fn process(
     let work = check_work(loc, &p)?;
     let command = check_command(loc, p.command, p.work.is_some())?;
     let pattern = check_pattern(loc, p.pattern, &work, command.is_some())?;
+    let class = match &p.class {
+        None => Class::Other,
+        Some(c) => match c.get_ref().as_str() {
+            "other" => Class::Other,
+            "fifo" => Class::Fifo,
+            other => {
+                return Err(loc.err(
+                    c.span(),
+                    "process.class",
+                    format!("unknown class \"{other}\" (classes: other, fifo)"),
+                ))
+            }
+        },
+    };
     Ok(Process {
         name: p.name.into_inner(),
         arrival: p.arrival,
@@ -156,6 +170,7 @@ fn process(
         work,
         command,
         pattern,
+        class,
         line: entry_line,
     })
 }

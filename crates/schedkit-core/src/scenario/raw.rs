@@ -101,6 +101,7 @@ pub(super) struct RawProcess {
     pub(super) compute: Option<Nanos>,
     pub(super) command: Option<Val<Vec<String>>>,
     pub(super) pattern: Option<Val<Vec<RawPhase>>>,
+    pub(super) class: Option<Val<String>>,
     /// The entry's line when it has no span (a process taken from a parsed scenario into a
     /// builder keeps its line for messages).
     #[serde(skip)]

@@ -73,8 +73,35 @@ pub struct Process {
     /// Run and sleep phases each thread repeats (`None`: always runnable). `burst`, if given,
     /// still bounds the thread's total CPU time.
     pub(super) pattern: Option<Vec<Phase>>,
+    /// The kernel scheduling class its threads run in under `policy = "default"` (and the
+    /// simulator's kernel models).
+    pub(super) class: Class,
     /// 1-based line of the `[[process]]` entry in the file, for messages from engines.
     pub(super) line: usize,
+}
+
+/// `[[process]] class`: the scheduling class of a process's threads under the kernel's own
+/// scheduler (`policy = "default"`, and the `eevdf` and `cfs` models of it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    /// SCHED_OTHER: the fair class (nice, weights).
+    #[default]
+    Other,
+    /// SCHED_FIFO: the real-time class, above every fair thread; runs until it blocks.
+    Fifo,
+}
+
+impl Class {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Other => "other",
+            Class::Fifo => "fifo",
+        }
+    }
+    fn is_other(&self) -> bool {
+        *self == Class::Other
+    }
 }
 
 /// A process as serialised: `nice` and `weight` side by side, as scenarios were written
@@ -95,6 +122,8 @@ struct ProcessRow {
     command: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pattern: Option<Vec<Phase>>,
+    #[serde(skip_serializing_if = "Class::is_other")]
+    class: Class,
     line: usize,
 }
 
@@ -114,6 +143,7 @@ impl From<Process> for ProcessRow {
             work: p.work,
             command: p.command,
             pattern: p.pattern,
+            class: p.class,
             line: p.line,
         }
     }
@@ -136,8 +166,18 @@ impl Process {
             work,
             command: None,
             pattern: None,
+            class: Class::Other,
             line: 0,
         }
+    }
+
+    /// The scheduling class of its threads under the kernel's scheduler.
+    pub fn class(&self) -> Class {
+        self.class
+    }
+    pub fn with_class(mut self, class: Class) -> Process {
+        self.class = class;
+        self
     }
 
     pub fn name(&self) -> &str {

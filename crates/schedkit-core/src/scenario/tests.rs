@@ -55,6 +55,24 @@ fn errors_are_located() {
 }
 
 #[test]
+fn a_process_class_parses_and_an_unknown_one_is_located() {
+    let s = Scenario::parse("t.toml", "[[process]]\nname = \"a\"\nclass = \"fifo\"\n").unwrap();
+    assert_eq!(s.processes[0].class(), Class::Fifo);
+    let s = Scenario::parse("t.toml", "[[process]]\nname = \"a\"\n").unwrap();
+    assert_eq!(s.processes[0].class(), Class::Other);
+    // Kept through a builder (the fidelity experiment adds a process this way).
+    let s = s
+        .to_builder()
+        .process(Process::new("b", 1, Work::Spin).with_class(Class::Fifo))
+        .build()
+        .unwrap();
+    assert_eq!(s.processes[1].class(), Class::Fifo);
+    let e = err("[[process]]\nname = \"a\"\nclass = \"rt\"\n");
+    assert_eq!((e.line, e.field.as_str()), (3, "process.class"));
+    assert!(e.message.contains("other, fifo"), "{e}");
+}
+
+#[test]
 fn patterns_parse_and_errors_are_located() {
     let base = "[[process]]\nname = \"s\"\n";
     let s = Scenario::parse(

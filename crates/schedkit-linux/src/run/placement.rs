@@ -13,7 +13,7 @@ use crate::sched::{self, Policy};
 use crate::spawn;
 use crate::workload::{self, ThreadShared, WorkSpec};
 use crate::{Error, Result};
-use schedkit_core::scenario::Process;
+use schedkit_core::scenario::{Class, Process};
 use schedkit_core::trace::{Event, Owner, Slot};
 use schedkit_core::Nanos;
 use std::sync::atomic::Ordering;
@@ -43,9 +43,18 @@ impl Placement {
     /// The CPUs and class of the `k`-th thread placed in the run, of process `proc_`.
     pub(super) fn of(&self, proc_: &Process, k: usize) -> (Option<CpuSet>, Option<Policy>) {
         match &self.policy {
+            // The kernel's own scheduler: the process's class (`class = "fifo"`: SCHED_FIFO at
+            // the priority the `fcfs` policy would give it), else its nice if not 0.
             RunPolicy::Default => (
                 proc_.cpus().as_ref().map(|c| c.iter().copied().collect()),
-                (proc_.nice() != 0).then_some(Policy::Other { nice: proc_.nice() }),
+                match proc_.class() {
+                    Class::Fifo => Some(Policy::Fifo {
+                        priority: rt_priority(None, proc_.priority()),
+                    }),
+                    Class::Other => {
+                        (proc_.nice() != 0).then_some(Policy::Other { nice: proc_.nice() })
+                    }
+                },
             ),
             RunPolicy::Fifo { priority } => (
                 proc_.cpus().as_ref().map(|c| c.iter().copied().collect()),

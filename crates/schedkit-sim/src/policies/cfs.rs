@@ -65,6 +65,7 @@
 //! The engine does not call the dispatcher when a running thread finishes or is stopped; the
 //! queue notices when it next looks at that core (`settle`) by the thread's state.
 
+use super::rt_class::{is_rt, RtClass};
 use crate::policy::{Ctx, Dispatcher, Enqueue, ThreadState};
 use schedkit_core::controllers::cfs_imbalance;
 use schedkit_core::scenario::PolicySpec;
@@ -141,6 +142,8 @@ struct RunQueue {
 
 /// The CFS dispatcher.
 pub struct Cfs {
+    /// The real-time class above this one (`class = "fifo"` threads).
+    rt: RtClass,
     ents: Vec<Ent>,
     /// Heap index of each queued slot.
     pos: Vec<usize>,
@@ -163,6 +166,7 @@ pub struct Cfs {
 impl Cfs {
     pub fn new(spec: &PolicySpec, cores: usize) -> Cfs {
         Cfs {
+            rt: RtClass::new(cores),
             ents: Vec::new(),
             pos: Vec::new(),
             rqs: (0..cores).map(|_| RunQueue::default()).collect(),
@@ -516,6 +520,9 @@ impl Dispatcher for Cfs {
 
     fn enqueue(&mut self, ctx: &Ctx, slot: Slot, why: Enqueue) {
         self.ensure(slot);
+        if self.rt.enqueue(ctx, slot, why) {
+            return;
+        }
         let e = self.ents[slot as usize];
         if matches!(why, Enqueue::Expired | Enqueue::Preempted)
             && matches!(e.at, At::Running | At::Held)
@@ -558,6 +565,9 @@ impl Dispatcher for Cfs {
 
     fn pick_next(&mut self, ctx: &Ctx, core: usize) -> Option<Slot> {
         self.settle(ctx, core);
+        if let Some(s) = self.rt.pick(core) {
+            return Some(s);
+        }
         if self.rqs[core].heap.is_empty() && self.queued > 0 {
             self.idle_pull(ctx, core);
         }
@@ -568,7 +578,10 @@ impl Dispatcher for Cfs {
         Some(slot)
     }
 
-    fn time_slice(&mut self, _ctx: &Ctx, core: usize, slot: Slot) -> Option<Nanos> {
+    fn time_slice(&mut self, ctx: &Ctx, core: usize, slot: Slot) -> Option<Nanos> {
+        if is_rt(ctx, slot) {
+            return None;
+        }
         let rq = &self.rqs[core];
         let w = self.ents[slot as usize].weight;
         let period = self.latency.0.max(self.min_gran.0 * rq.nr.max(1) as u64);
@@ -576,16 +589,23 @@ impl Dispatcher for Cfs {
         Some(Nanos(slice.max(self.min_gran.0)))
     }
 
-    fn charge(&mut self, _ctx: &Ctx, slot: Slot, _core: usize, ran: Nanos) {
+    fn charge(&mut self, ctx: &Ctx, slot: Slot, _core: usize, ran: Nanos) {
+        if is_rt(ctx, slot) {
+            return;
+        }
         self.ents[slot as usize].pending += ran.0;
     }
 
     fn preempt(&mut self, ctx: &Ctx, out: &mut Vec<usize>) {
+        self.rt.preempt(ctx, out);
         while let Some(core) = self.to_check.pop() {
             self.rqs[core].check = false;
             let (Some(curr), Some(top)) = (ctx.running[core], self.rqs[core].heap.first()) else {
                 continue;
             };
+            if is_rt(ctx, curr) || out.contains(&core) {
+                continue;
+            }
             let (top_vr, new_w) = (top.key.0, self.ents[top.slot as usize].weight);
             self.flush(curr);
             let gran = self.wakeup_gran * NICE_0_LOAD / new_w.max(1);
@@ -595,7 +615,11 @@ impl Dispatcher for Cfs {
         }
     }
 
-    fn remove(&mut self, _ctx: &Ctx, slot: Slot) {
+    fn remove(&mut self, ctx: &Ctx, slot: Slot) {
+        if is_rt(ctx, slot) {
+            self.rt.remove(slot);
+            return;
+        }
         if (slot as usize) < self.ents.len() {
             self.detach(slot);
         }

@@ -123,6 +123,7 @@ use balance::min_interval;
 use balance::{busy_rounds, Lb, MAX_PINNED_INTERVAL};
 #[path = "eevdf_pelt.rs"]
 mod pelt;
+use super::rt_class::{is_rt, RtClass};
 use pelt::Avg;
 #[path = "eevdf_queue.rs"]
 mod queue;
@@ -276,6 +277,8 @@ pub struct Eevdf {
     /// Whether `catch_up` may charge ahead of the engine: not with a context-switch cost,
     /// where a picked thread starts running only after it.
     catch_up: bool,
+    /// The real-time class above this one (`class = "fifo"` threads).
+    rt: RtClass,
     #[cfg(test)]
     log: Vec<PickLog>,
 }
@@ -328,6 +331,7 @@ impl Eevdf {
             balancing: false,
             acct: vec![(0, 0); cores],
             catch_up: spec.context_switch().0 == 0,
+            rt: RtClass::new(cores),
             #[cfg(test)]
             log: Vec::new(),
         }
@@ -620,6 +624,9 @@ impl Dispatcher for Eevdf {
     fn enqueue(&mut self, ctx: &Ctx, slot: Slot, why: Enqueue) {
         self.ensure(slot);
         self.now = ctx.now.0;
+        if self.rt.enqueue(ctx, slot, why) {
+            return;
+        }
         if matches!(why, Enqueue::Expired | Enqueue::Preempted)
             && self.ents[slot as usize].at == At::Running
         {
@@ -690,6 +697,11 @@ impl Dispatcher for Eevdf {
     fn pick_next(&mut self, ctx: &Ctx, core: usize) -> Option<Slot> {
         self.now = ctx.now.0;
         self.settle(ctx, core);
+        if let Some(s) = self.rt.pick(core) {
+            // The real-time class comes first (`pick_next_task`); the fair pick after it is
+            // a fresh one (its `prev` is of another class).
+            return Some(s);
+        }
         if self.rqs[core].nr == 0 && self.waiting > 0 {
             self.idle_pull(ctx, core);
         }
@@ -718,6 +730,9 @@ impl Dispatcher for Eevdf {
     }
 
     fn time_slice(&mut self, ctx: &Ctx, core: usize, slot: Slot) -> Option<Nanos> {
+        if is_rt(ctx, slot) {
+            return None;
+        }
         self.flush(slot);
         let e = self.ents[slot as usize];
         let left_v = (e.deadline - e.vruntime).max(0) as u128;
@@ -747,6 +762,9 @@ impl Dispatcher for Eevdf {
     }
 
     fn charge(&mut self, ctx: &Ctx, slot: Slot, core: usize, ran: Nanos) {
+        if is_rt(ctx, slot) {
+            return;
+        }
         // Less what `catch_up` already counted of the same interval.
         let (_, pre) = self.acct[core];
         self.ents[slot as usize].pending += ran.0.saturating_sub(pre);
@@ -754,10 +772,11 @@ impl Dispatcher for Eevdf {
     }
 
     fn preempt(&mut self, ctx: &Ctx, out: &mut Vec<usize>) {
+        self.rt.preempt(ctx, out);
         while let Some(core) = self.to_check.pop() {
             let placed = std::mem::take(&mut self.rqs[core].placed);
             if let Some(curr) = ctx.running[core].filter(|&c| self.rqs[core].curr == Some(c)) {
-                if self.wakeup_preempts(core, curr, &placed) {
+                if self.wakeup_preempts(core, curr, &placed) && !out.contains(&core) {
                     out.push(core);
                 }
             }
@@ -767,6 +786,10 @@ impl Dispatcher for Eevdf {
     }
 
     fn remove(&mut self, ctx: &Ctx, slot: Slot) {
+        if is_rt(ctx, slot) {
+            self.rt.remove(slot);
+            return;
+        }
         if slot as usize >= self.ents.len() || self.ents[slot as usize].at != At::Queued {
             return;
         }

@@ -47,6 +47,7 @@ fn thread(process: usize, weight: u64) -> SimThread {
         par: false,
         cpu: Nanos::ZERO,
         phase: None,
+        rt: false,
     }
 }
 
@@ -602,5 +603,44 @@ fn a_thread_that_reads_its_clock_loses_its_core_when_another_is_the_pick() {
     assert!(runs.len() >= want.len(), "{runs:?}");
     for (&(t, s), &(ms, ws)) in runs.iter().zip(&want) {
         assert!(near(t, ms) && s == ws, "{runs:?}");
+    }
+}
+
+#[test]
+fn a_fifo_class_thread_runs_first_and_preempts_a_fair_one_at_once() {
+    // One core: a fair hog H and a SCHED_FIFO thread R running 0.1 ms every 2 ms, both new
+    // at 0. The real-time class is picked first: R 0-0.1 ms, then H. R's timer at 2.1 ms,
+    // its wake-up path 8.7 us: queued at 2.1087 ms, it preempts H at once, runs 0.1 ms, and
+    // H resumes at 2.2087; the next cycle starts 2.1087 ms later. The same under `cfs`, which
+    // has no wake-up path.
+    for (policy, path) in [("eevdf", WAKE_PATH_NS), ("cfs", 0)] {
+        let sc = Scenario::parse(
+            "t.toml",
+            &format!(
+                "cores = 1\n[policy]\nname = \"{policy}\"\n[run]\nhorizon = \"5ms\"\n\
+                 [[process]]\nname = \"H\"\n[[process]]\nname = \"R\"\nclass = \"fifo\"\n\
+                 pattern = [{{ run = \"100us\" }}, {{ sleep = \"2ms\" }}]\n"
+            ),
+        )
+        .expect("scenario");
+        let (_, log, _) = simulate_report(&sc, true).expect("sim");
+        let mut runs: Vec<(u64, Slot)> = Vec::new();
+        for e in &log.expect("trace kept").events {
+            if let schedkit_core::trace::Event::Dispatch { t, slot, .. } = *e {
+                if runs.last().is_none_or(|&(_, s)| s != slot) {
+                    runs.push((t.0, slot));
+                }
+            }
+        }
+        let cycle = 2_100_000 + path;
+        let want = [
+            (0, 1),
+            (100_000, 0),
+            (cycle, 1),
+            (cycle + 100_000, 0),
+            (2 * cycle, 1),
+            (2 * cycle + 100_000, 0),
+        ];
+        assert_eq!(runs, want, "{policy}");
     }
 }

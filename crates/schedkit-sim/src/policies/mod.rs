@@ -15,6 +15,7 @@ pub mod pedf;
 pub mod priority;
 pub mod rm;
 pub mod rr;
+pub(crate) mod rt_class;
 pub mod sjf;
 pub mod srtf;
 pub mod stride;
