@@ -578,7 +578,11 @@ pub fn render_chart(rows: &[ErrorRow], models: &[PolicyName]) -> String {
     let panels = [
         ("share", "largest share error", "points"),
         ("waiting", "run-queue waiting error", "%"),
-        ("wake p99", "wake-up p99, sim / real", "x"),
+        (
+            "wake p99",
+            "wake-up p99, sim / real (log scale, 1 = exact)",
+            "x",
+        ),
         ("switches/s", "context switches/s error", "%"),
         ("migrations/s", "migrations/s error", "per s"),
         ("response", "response time error", "%"),
@@ -617,12 +621,22 @@ pub fn render_chart(rows: &[ErrorRow], models: &[PolicyName]) -> String {
                         let fin = |x: f64| if x.is_finite() { x } else { 0.0 };
                         (b.max(fin(r.error)), t.max(fin(r.error_hi)))
                     });
-            let cap = if bars > 0.0 {
+            // A ratio is drawn on a log scale from 1 (too low and too high alike), where no
+            // whisker needs cutting.
+            let ratio = metric == "wake p99";
+            let cap = if ratio {
+                f64::INFINITY
+            } else if bars > 0.0 {
                 tops.min(3.0 * bars)
             } else {
                 tops
             };
-            let mut c = BarChart::new(title, "scenario", Axis::new(title, unit), labels);
+            let axis = if ratio {
+                Axis::new("sim / real", unit).log()
+            } else {
+                Axis::new(title, unit)
+            };
+            let mut c = BarChart::new(title, "scenario", axis, labels);
             c.legend_title = Some("model".into());
             for m in models {
                 let pick = |s: &String| {
@@ -645,7 +659,7 @@ pub fn render_chart(rows: &[ErrorRow], models: &[PolicyName]) -> String {
         .collect();
     let refs: Vec<&dyn Chart> = charts.iter().map(|c| c as &dyn Chart).collect();
     grid(
-        "schedkit fidelity: error against the kernel's mean (whiskers: over its 95 % CI, cut at 3x the largest bar)",
+        "schedkit fidelity: error against the kernel's mean (whiskers: its 95 % CI, cut at 3x the largest bar on linear panels)",
         &refs,
         2,
         620.0,

@@ -56,6 +56,16 @@ pub struct BarChart {
     pub no_data: Option<String>,
 }
 
+/// Where a bar starts: 0 on a linear axis; 1 on a logarithmic one (a ratio: bars above it
+/// are greater, below it smaller), which has no 0.
+fn base(y: &Axis) -> f64 {
+    if y.log {
+        1.0
+    } else {
+        0.0
+    }
+}
+
 impl BarChart {
     pub fn new(title: &str, x_label: &str, y: Axis, categories: Vec<String>) -> BarChart {
         BarChart {
@@ -117,12 +127,16 @@ impl Chart for BarChart {
             &self.legend(),
         );
         let l = self.layout(area, top);
-        let (lo, hi) = data_range(self.values_drawn(), true);
+        let places = |v: &f64| self.y.places(*v);
+        let (lo, hi) = data_range(
+            self.values_drawn().filter(places).chain([base(&self.y)]),
+            !self.y.log,
+        );
         let ys = y_axis(svg, l.plot, &self.y, lo, hi);
         for ci in 0..self.categories.len() {
             self.draw_category(svg, &l, &ys, ci);
         }
-        let (plot, zero) = (l.plot, ys.map(0.0));
+        let (plot, zero) = (l.plot, ys.map(base(&self.y)));
         svg.line(plot.x, zero, plot.x + plot.w, zero, AXIS_COLOR, 1.0);
         svg.text(
             plot.x + plot.w / 2.0,
@@ -227,13 +241,16 @@ impl BarChart {
     fn draw_category(&self, svg: &mut Svg, l: &BarLayout, ys: &Scale, ci: usize) {
         let (plot, slot, group_w, bar_w) = (l.plot, l.slot, l.group_w, l.bar_w);
         let cat = &self.categories[ci];
-        let zero = ys.map(0.0);
+        let zero = ys.map(base(&self.y));
+        // A value a logarithmic axis cannot place (0) is drawn at the axis's lower end.
+        let floor = ys.lowest();
+        let at = |v: f64| if self.y.places(v) { ys.map(v) } else { floor };
         let base = plot.y + plot.h;
         let gx = plot.x + ci as f64 * slot + (slot - group_w) / 2.0;
         for (si, s) in self.series.iter().enumerate() {
             let v = s.values[ci];
             let x = gx + si as f64 * bar_w;
-            let y = ys.map(v);
+            let y = at(v);
             let tip = format!("{} · {}: {} {}", cat, s.name, fmt_value(v), self.y.unit);
             svg.rect(
                 x,
@@ -248,7 +265,7 @@ impl BarChart {
                 svg.text(x + bar_w / 2.0, zero - 4.0, "0", TICK_FONT, Anchor::Middle);
             }
             if let Some(marks) = &s.marks {
-                let my = ys.map(marks[ci]);
+                let my = at(marks[ci]);
                 svg.line(x - 1.0, my, x + bar_w, my, "#111111", 2.0);
             }
             if let Some(errs) = &s.errors {
@@ -256,8 +273,8 @@ impl BarChart {
                 error_bar(
                     svg,
                     x + bar_w / 2.0,
-                    ys.map(elo),
-                    ys.map(ehi),
+                    at(elo),
+                    at(ehi),
                     (bar_w / 4.0).min(4.0),
                 );
             }

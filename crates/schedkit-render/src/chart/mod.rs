@@ -163,6 +163,11 @@ impl Scale {
         }
     }
 
+    /// The position of the axis's lowest tick.
+    fn lowest(&self) -> f64 {
+        self.p0
+    }
+
     fn map(&self, v: f64) -> f64 {
         if self.d1 == self.d0 {
             return self.p0;

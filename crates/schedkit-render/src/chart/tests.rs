@@ -68,6 +68,43 @@ fn log_axes_leave_out_values_they_cannot_place() {
 }
 
 #[test]
+fn bars_on_a_log_axis_start_at_one() {
+    // Ratios: 4x above the line at 1, 0.25x below it; a 0 (no place on the axis) sits at
+    // the axis's lower end, and nothing is NaN or infinite.
+    let mut ch = BarChart::new(
+        "ratio",
+        "case",
+        Axis::new("sim / real", "x").log(),
+        vec!["a".into(), "b".into(), "c".into()],
+    );
+    ch.series(BarSeries::new("m", vec![4.0, 0.25, 0.0]).with_errors(vec![
+        (2.0, 8.0),
+        (0.0, 0.5),
+        (0.0, 0.0),
+    ]));
+    let svg = ch.to_svg(500.0, 300.0);
+    assert!(!svg.contains("NaN") && !svg.contains("inf"), "{svg}");
+    let bars: Vec<(f64, f64)> = svg
+        .split("<rect")
+        .skip(1)
+        .filter(|r| r.contains("<title>"))
+        .map(|r| {
+            let num = |k: &str| -> f64 {
+                let i = r.find(&format!(" {k}=\"")).unwrap() + k.len() + 3;
+                r[i..i + r[i..].find('"').unwrap()].parse().unwrap()
+            };
+            (num("y"), num("height"))
+        })
+        .collect();
+    assert_eq!(bars.len(), 3, "{svg}");
+    // The 4x bar ends where the 0.25x bar starts (both at 1), and they are as tall: a
+    // factor of 4 either way is the same distance on a log axis.
+    let one = bars[0].0 + bars[0].1;
+    assert!((bars[1].0 - one).abs() < 0.01, "{bars:?}");
+    assert!((bars[0].1 - bars[1].1).abs() < 0.01, "{bars:?}");
+}
+
+#[test]
 fn time_units_follow_the_span() {
     assert_eq!(time_unit(26_000_000), (1e6, "ms"));
     assert_eq!(time_unit(10_000_000_000), (1e9, "s"));
