@@ -82,6 +82,16 @@ impl Eevdf {
         // Busy cores balance by PELT load; idle ones pull any waiting thread (by runnable
         // weight, as newidle does).
         self.balancing = true;
+        // A core whose running thread's slice ended at this tick switches (to the thread it
+        // picks now) from the tick's interrupt, while the other cores' balances run from
+        // their softirqs and must first gather every queue's statistics: the thread it
+        // switches to is on its CPU by the time a remote `detach_tasks` looks.
+        for c in 0..n {
+            self.tick_next[c] = match self.rqs[c].prev {
+                Some((_, t)) if t == self.now => self.peek_pick(c),
+                _ => None,
+            };
+        }
         if busy_round {
             for (rq, l) in self.rqs.iter_mut().zip(self.loads.iter_mut()) {
                 rq.avg.advance(self.now, rq.load);
@@ -292,7 +302,10 @@ impl Eevdf {
         // The kernel balances from the tick's softirq, before the CPU reschedules: a thread
         // whose slice ended at this tick is still on its CPU (`task_on_cpu`), which the
         // engine's order (slice ends, then the balance, then picks) would otherwise hide.
-        if self.balancing && self.ents[s as usize].left == self.now {
+        if self.balancing
+            && (self.ents[s as usize].left == self.now
+                || self.tick_next[self.ents[s as usize].core] == Some(s))
+        {
             return false;
         }
         self.failed[k] > CACHE_NICE_TRIES || !self.hot(s)
