@@ -468,21 +468,6 @@ impl Eevdf {
         }
     }
 
-    /// The thread `pick_eevdf(core, None)` would pick now, without side effects: the eligible
-    /// waiting thread with the earliest deadline (delayed ones, which a pick would dequeue
-    /// on the way, are passed over).
-    pub(super) fn peek_pick(&mut self, core: usize) -> Option<Slot> {
-        let sums = self.sums(core);
-        let rq = &self.rqs[core].tree;
-        rq.iter()
-            .find(|k| {
-                let e = &self.ents[k.2 as usize];
-                e.at == At::Queued && Self::eligible(sums, e.vruntime)
-            })
-            .or_else(|| rq.first())
-            .map(|k| k.2)
-    }
-
     // --- leaving and joining ----------------------------------------------------------------
 
     /// `V - v`, clamped to the lag limit.
@@ -571,18 +556,6 @@ impl Eevdf {
 
     fn is_idle(&self, ctx: &Ctx, c: usize) -> bool {
         ctx.running[c].is_none() && self.rqs[c].nr == 0
-    }
-
-    /// The vlag of every thread on `core` now (tests: the lags at each pick).
-    #[cfg(test)]
-    fn lags(&mut self, core: usize) -> Vec<(Slot, i64)> {
-        let v_avg = self.avg_vruntime(core);
-        let mut v: Vec<(Slot, i64)> = (self.rqs[core].tree.iter().map(|k| k.2))
-            .chain(self.rqs[core].curr)
-            .map(|s| (s, v_avg - self.ents[s as usize].vruntime))
-            .collect();
-        v.sort_unstable();
-        v
     }
 }
 

@@ -48,6 +48,21 @@ pub(super) enum Lb {
 }
 
 impl Eevdf {
+    /// The thread `pick_eevdf(core, None)` would pick now, without side effects: the eligible
+    /// waiting thread with the earliest deadline (delayed ones, which a pick would dequeue
+    /// on the way, are passed over).
+    pub(super) fn peek_pick(&mut self, core: usize) -> Option<Slot> {
+        let sums = self.sums(core);
+        let rq = &self.rqs[core].tree;
+        rq.iter()
+            .find(|k| {
+                let e = &self.ents[k.2 as usize];
+                e.at == At::Queued && Self::eligible(sums, e.vruntime)
+            })
+            .or_else(|| rq.first())
+            .map(|k| k.2)
+    }
+
     /// One periodic balance round (`sched_balance_domains` over every core): the body of
     /// the dispatcher's `balance` hook.
     pub(super) fn balance_round(&mut self, ctx: &Ctx) {

@@ -647,3 +647,16 @@ fn a_fifo_class_thread_runs_first_and_preempts_a_fair_one_at_once() {
         assert_eq!(runs, want, "{policy}");
     }
 }
+
+impl Eevdf {
+    /// The vlag of every thread on `core` now (tests: the lags at each pick).
+    pub(super) fn lags(&mut self, core: usize) -> Vec<(Slot, i64)> {
+        let v_avg = self.avg_vruntime(core);
+        let mut v: Vec<(Slot, i64)> = (self.rqs[core].tree.iter().map(|k| k.2))
+            .chain(self.rqs[core].curr)
+            .map(|s| (s, v_avg - self.ents[s as usize].vruntime))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
