@@ -77,6 +77,9 @@ pub fn run(a: FidelityArgs) -> Result<(), Failure> {
         before.load,
         before.autogroup.as_deref().unwrap_or("none")
     );
+    for w in before.warnings() {
+        eprintln!("warning: {w}");
+    }
     let opts = FidelityOptions {
         scenarios,
         repeats,

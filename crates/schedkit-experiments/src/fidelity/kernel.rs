@@ -110,6 +110,28 @@ pub struct MachineState {
 }
 
 impl MachineState {
+    /// What makes the real runs other than the experiment means them to be: a session
+    /// autogroup not at nice -20, where every other session's task competes with the whole
+    /// job at the root of the hierarchy and moves the job's threads between CPUs
+    /// (greedy-1-8-50: 12.7-25.0 migrations/s in runs at nice 0, 0-1.7/s at nice -20;
+    /// docs/results/fidelity.md).
+    pub fn warnings(&self) -> Vec<String> {
+        let nice = self.autogroup.as_deref().and_then(|g| {
+            g.split_whitespace()
+                .skip_while(|w| *w != "nice")
+                .nth(1)
+                .and_then(|n| n.parse::<i32>().ok())
+        });
+        match nice {
+            Some(n) if n != -20 => vec![format!(
+                "this session's autogroup is at nice {n}, not -20: other sessions' tasks \
+                 compete with the whole job and move its threads between CPUs; run it as \
+                 setsid -w sh -c 'echo -20 > /proc/self/autogroup; exec schedkit experiment fidelity ...'"
+            )],
+            _ => Vec::new(),
+        }
+    }
+
     /// Reads it now.
     pub fn read() -> MachineState {
         let read = |p: &str| {
@@ -176,4 +198,25 @@ pub fn load_scenarios(files: &[PathBuf]) -> Result<Vec<Scenario>, Error> {
         }
     }
     Ok(scenarios)
+}
+
+#[cfg(test)]
+mod machine_tests {
+    use super::MachineState;
+
+    #[test]
+    fn an_autogroup_not_at_nice_minus_20_is_warned_about() {
+        let at = |g: Option<&str>| MachineState {
+            autogroup: g.map(str::to_string),
+            ..MachineState::default()
+        };
+        assert!(at(Some("/autogroup-542 nice -20")).warnings().is_empty());
+        assert!(at(None).warnings().is_empty());
+        let w = at(Some("/autogroup-472 nice 0")).warnings();
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].contains("nice 0") && w[0].contains("echo -20"),
+            "{w:?}"
+        );
+    }
 }
