@@ -568,6 +568,21 @@ fn a_thread_enqueued_after_another_was_picked_is_tried_after_it() {
     assert_eq!(d.first_movable(&ctx, 0, 1), Ok(0));
 }
 
+/// The start of each turn on the (single) core of `sc`'s simulation: (time, thread), a
+/// thread picked again right after its own slice is the same turn.
+fn turns(sc: &Scenario) -> Vec<(u64, Slot)> {
+    let (_, log, _) = simulate_report(sc, true).expect("sim");
+    let mut runs: Vec<(u64, Slot)> = Vec::new();
+    for e in &log.expect("trace kept").events {
+        if let schedkit_core::trace::Event::Dispatch { t, slot, .. } = *e {
+            if runs.last().is_none_or(|&(_, s)| s != slot) {
+                runs.push((t.0, slot));
+            }
+        }
+    }
+    runs
+}
+
 #[test]
 fn a_thread_that_reads_its_clock_loses_its_core_when_another_is_the_pick() {
     // One core, slice 1 ms, tick 10 ms. H (weight 1024, no burst: reads no clock) and B
@@ -592,15 +607,7 @@ fn a_thread_that_reads_its_clock_loses_its_core_when_another_is_the_pick() {
          [[process]]\nname = \"B\"\nweight = 2048\nburst = \"30ms\"\n",
     )
     .expect("scenario");
-    let (_, log, _) = simulate_report(&sc, true).expect("sim");
-    let mut runs: Vec<(u64, Slot)> = Vec::new();
-    for e in &log.expect("trace kept").events {
-        if let schedkit_core::trace::Event::Dispatch { t, slot, .. } = *e {
-            if runs.last().is_none_or(|&(_, s)| s != slot) {
-                runs.push((t.0, slot));
-            }
-        }
-    }
+    let runs = turns(&sc);
     let near = |t: u64, ms: f64| (t as f64 - ms * 1e6).abs() < 10.0;
     let want = [(0.0, 1), (0.5, 0), (10.0, 1), (28.5, 0)];
     assert!(runs.len() >= want.len(), "{runs:?}");
@@ -626,15 +633,7 @@ fn a_fifo_class_thread_runs_first_and_preempts_a_fair_one_at_once() {
             ),
         )
         .expect("scenario");
-        let (_, log, _) = simulate_report(&sc, true).expect("sim");
-        let mut runs: Vec<(u64, Slot)> = Vec::new();
-        for e in &log.expect("trace kept").events {
-            if let schedkit_core::trace::Event::Dispatch { t, slot, .. } = *e {
-                if runs.last().is_none_or(|&(_, s)| s != slot) {
-                    runs.push((t.0, slot));
-                }
-            }
-        }
+        let runs = turns(&sc);
         let cycle = 2_100_000 + path;
         let want = [
             (0, 1),
