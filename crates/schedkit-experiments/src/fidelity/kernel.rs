@@ -90,6 +90,7 @@ impl RealRunner for KernelRunner {
             wakeups: wakes.len(),
             switches_per_s: switches as f64 / (end_ns / 1e9),
             migrations_per_s: migrations as f64 / (end_ns / 1e9),
+            outside: None,
             names,
         })
     }

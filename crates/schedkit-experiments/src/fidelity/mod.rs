@@ -38,9 +38,11 @@ use serde::{Deserialize, Serialize};
 
 mod judge;
 mod kernel;
+mod outside;
 mod recorded;
 pub use judge::{as_close_somewhere, judge, Bound, Judged, Part, Scale, Verdict};
 pub use kernel::{load_scenarios, parse_models, scenario_files, KernelRunner, MachineState};
+pub use outside::{mean_of_draws, with_outside_work, Outside, OTHER_WORK};
 pub use recorded::Recorded;
 
 /// The stated bound on the migrations/s error: the absolute difference, per second.
@@ -66,6 +68,10 @@ pub struct Measure {
     pub wakeups: usize,
     pub switches_per_s: f64,
     pub migrations_per_s: f64,
+    /// A real run's other work on the job's CPUs (`outside.rs`), where the engine measured
+    /// it; the simulated runs replay the repeats' mean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside: Option<Outside>,
 }
 
 /// Runs a scenario on the real kernel ([`KernelRunner`] with the real engine; tests may
@@ -157,10 +163,21 @@ pub fn run(
         }
         for &model in &opts.models {
             progress.message(&format!("{name}: simulated under {model}"));
-            let s =
-                with_engine_thread(sc)?.with_policy_spec(sc.policy().clone().with_name(model))?;
-            let (report, log, _) = schedkit_sim::simulate_report(&s, true)?;
-            let m = sim_measure(sc, &report, &log.expect("trace kept"));
+            // With the other work's random stand-in, as many draws as real repeats, averaged
+            // as they are; without it the simulation is exact and once is enough.
+            let draws = if Outside::mean(&reals).is_some() {
+                reals.len()
+            } else {
+                1
+            };
+            let mut ms = Vec::with_capacity(draws);
+            for draw in 0..draws as u64 {
+                let s = simulated(sc, &reals, draw)?
+                    .with_policy_spec(sc.policy().clone().with_name(model))?;
+                let (report, log, _) = schedkit_sim::simulate_report(&s, true)?;
+                ms.push(sim_measure(sc, &report, &log.expect("trace kept")));
+            }
+            let m = mean_of_draws(&ms);
             out.rows
                 .extend(compare(&name, model, has_sleepers(sc), &m, &reals));
             out.sim.push((name.clone(), model.to_string(), m));
@@ -216,6 +233,17 @@ pub fn with_engine_thread(sc: &Scenario) -> Result<Scenario, Error> {
         ])
         .with_class(Class::Fifo);
     Ok(sc.to_builder().process(p).build()?)
+}
+
+/// The scenario the models simulate for `sc`: with the stand-ins for the real engine's
+/// sampler and for the other work the real repeats met (their mean; the `draw`-th random
+/// draw of it), both left out of every metric.
+pub fn simulated(sc: &Scenario, reals: &[Measure], draw: u64) -> Result<Scenario, Error> {
+    let s = with_engine_thread(sc)?;
+    match Outside::mean(reals) {
+        Some(o) => with_outside_work(&s, &o, draw),
+        None => Ok(s),
+    }
 }
 
 /// Reduces a simulated run to a [`Measure`] (module docs for the definitions): of the
@@ -315,6 +343,7 @@ pub fn sim_measure(s: &Scenario, r: &Report, log: &TraceLog) -> Measure {
         wakeups: wakes.len(),
         switches_per_s: switches as f64 / (end_ns / 1e9),
         migrations_per_s: migrations as f64 / (end_ns / 1e9),
+        outside: None,
     };
     m.wake_p50_us = quantile(&mut wakes, 0.5).map(|x| x / 1e3);
     m.wake_p99_us = quantile(&mut wakes, 0.99).map(|x| x / 1e3);
