@@ -87,6 +87,9 @@ pub struct RunFrame {
     pub machine: Option<CpuTimes>,
     /// schedkit's own CPU time over the run (engine and sampler threads).
     pub schedkit_cpu_ns: u64,
+    /// The machine's other tasks on the job's CPUs over the run, where asked for
+    /// (`RunOptions::scan_other_tasks`).
+    pub other_tasks: Option<crate::other_tasks::OtherTasks>,
     /// What the run could not do as asked and went on with (`--allow-degraded`).
     pub degraded: Vec<String>,
 }

@@ -44,6 +44,7 @@ pub mod lease;
 pub mod oneshot;
 pub mod perf;
 pub mod privilege;
+pub mod other_tasks;
 pub mod procfs;
 pub mod run;
 pub mod sched;

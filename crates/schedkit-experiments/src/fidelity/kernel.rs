@@ -6,7 +6,7 @@
 //! what the command line needs before a run: the default files, the models and the check that
 //! every file runs under the kernel's scheduler.
 
-use super::{quantile, response_ms, shares, Measure, RealRunner};
+use super::{quantile, response_ms, shares, Measure, Outside, RealRunner};
 use crate::Error;
 use schedkit_core::report::Metrics;
 use schedkit_core::scenario::{PolicyName, Scenario};
@@ -25,8 +25,9 @@ impl RealRunner for KernelRunner {
             message: m,
         };
         let _ = workload::take_wake_latencies();
-        let o = engine::run(sc, RunOptions::new(RunPolicy::Default))
-            .map_err(|e| fail(e.to_string()))?;
+        let mut opts = RunOptions::new(RunPolicy::Default);
+        opts.scan_other_tasks = true;
+        let o = engine::run(sc, opts).map_err(|e| fail(e.to_string()))?;
         let end_ns = o.end.0.max(1) as f64;
         let cores = o.cores as f64;
         let mut metrics = Metrics::new(&o.scenario, "run", o.cores);
@@ -90,7 +91,13 @@ impl RealRunner for KernelRunner {
             wakeups: wakes.len(),
             switches_per_s: switches as f64 / (end_ns / 1e9),
             migrations_per_s: migrations as f64 / (end_ns / 1e9),
-            outside: None,
+            outside: o.frame.other_tasks.filter(|t| t.window_ns > 0).map(|t| {
+                let secs = t.window_ns as f64 / 1e9;
+                Outside {
+                    runs_per_s: t.runs / secs,
+                    busy_ms_per_s: t.run_ns / 1e6 / secs,
+                }
+            }),
             names,
         })
     }

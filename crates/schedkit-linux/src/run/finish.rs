@@ -53,6 +53,13 @@ impl Live<'_> {
             .machine_at_start
             .take()
             .and_then(|a| crate::honest::CpuTimes::read(roots, &frame.job).map(|b| a.since(&b)));
+        frame.other_tasks = self.other_tasks_at_start.take().map(|a| {
+            a.since(&crate::other_tasks::TaskScan::read(
+                roots,
+                &frame.job,
+                std::process::id() as i32,
+            ))
+        });
         let builtin_cpu: u64 = self
             .tracks
             .iter()

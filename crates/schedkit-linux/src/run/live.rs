@@ -78,6 +78,9 @@ impl<'s> Live<'s> {
         frame.job = job_cpus.clone();
         let machine_at_start = crate::honest::CpuTimes::read(&roots, &frame.job);
         let own_cpu_at_start = crate::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
+        let other_tasks_at_start = opts.scan_other_tasks.then(|| {
+            crate::other_tasks::TaskScan::read(&roots, &frame.job, std::process::id() as i32)
+        });
         let origin = Instant::now();
         // Job threads above the engine cannot hold the run past its horizon (guard docs).
         // Exclusive mode too: its job threads run on their own CPUs, but the engine shares
@@ -116,6 +119,7 @@ impl<'s> Live<'s> {
             horizon: scenario.horizon().0,
             machine_at_start,
             own_cpu_at_start,
+            other_tasks_at_start,
             origin,
             stop_threads: Arc::new(AtomicBool::new(false)),
             horizon_watch,

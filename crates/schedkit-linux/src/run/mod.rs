@@ -98,6 +98,10 @@ pub struct RunOptions {
     /// the engine placed it and before it execs: one-command mode's flags
     /// ([`crate::oneshot::Plan::apply_before_exec`]), inherited by all it starts.
     pub before_exec: Option<BeforeExec>,
+    /// Measure the machine's other tasks on the job's CPUs over the window
+    /// ([`crate::other_tasks`], `RunFrame::other_tasks`): two scans of every task's
+    /// schedstat, a few milliseconds each, outside the window. Off by default.
+    pub scan_other_tasks: bool,
 }
 
 /// See [`RunOptions::before_exec`].
@@ -127,6 +131,7 @@ impl RunOptions {
             bounded: true,
             allow_degraded: false,
             before_exec: None,
+            scan_other_tasks: false,
         }
     }
 }
@@ -238,6 +243,7 @@ struct Live<'s> {
     horizon: u64,
     machine_at_start: Option<crate::honest::CpuTimes>,
     own_cpu_at_start: u64,
+    other_tasks_at_start: Option<crate::other_tasks::TaskScan>,
     origin: Instant,
     stop_threads: Arc<AtomicBool>,
     horizon_watch: Option<crate::guard::HorizonWatch>,

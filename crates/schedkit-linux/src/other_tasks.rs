@@ -1,0 +1,210 @@
+//! The machine's other tasks during a run: how often they ran on the job's CPUs and for how
+//! long, from every task's `schedstat` (ns on a CPU, timeslices) read at the window's start
+//! and end. `/proc/stat` gives the busy time of the job's CPUs only in 10 ms ticks and no
+//! count of runs; `/proc/schedstat`, which has per-CPU counts, needs CONFIG_SCHEDSTATS and is
+//! missing on many kernels (this machine's among them). `experiment fidelity` replays what
+//! this measures in its simulated runs (RunOptions::scan_other_tasks).
+//!
+//! "Other" is every task that is neither schedkit's own process (the engine, its sampler and
+//! the built-in workload threads it hosts) nor one of its descendants (the job's commands).
+//! A task that may run on CPUs outside the job's counts in proportion to the share of its
+//! allowed CPUs that are the job's (the kernel's placement within its mask is not known from
+//! outside). What it cannot see: tasks that started and ended between the two scans.
+
+use crate::affinity::{self, CpuSet};
+use crate::{procfs, Roots};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+/// One scan: per task (tid), its CPU time and timeslices so far and the share of them that
+/// falls on the job's CPUs.
+#[derive(Clone, Debug)]
+pub struct TaskScan {
+    at: Instant,
+    tasks: HashMap<i32, Counts>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Counts {
+    run_ns: u64,
+    slices: u64,
+    share: f64,
+}
+
+/// The other tasks over a window: their runs and CPU time on the job's CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct OtherTasks {
+    /// Runs (schedstat timeslices), weighted by each task's share of the job's CPUs.
+    pub runs: f64,
+    /// CPU time, ns, weighted the same way.
+    pub run_ns: f64,
+    /// The window between the two scans, ns.
+    pub window_ns: u64,
+    /// How many tasks ran in it.
+    pub tasks: usize,
+}
+
+impl TaskScan {
+    /// Reads every task of the machine now but `own_pid`'s process and its descendants.
+    pub fn read(roots: &Roots, job: &CpuSet, own_pid: i32) -> TaskScan {
+        let pids = procfs::pids(roots);
+        let parent: HashMap<i32, i32> = pids
+            .iter()
+            .filter_map(|&p| Some((p, ppid(roots, p)?)))
+            .collect();
+        let ours = descendants_of(own_pid, &parent);
+        let mut tasks = HashMap::new();
+        for &pid in pids.iter().filter(|p| !ours.contains(p)) {
+            for tid in procfs::tids(roots, pid) {
+                let Some((run_ns, slices)) = schedstat(roots, pid, tid) else {
+                    continue;
+                };
+                let share = affinity::get_thread(tid)
+                    .ok()
+                    .filter(|a| !a.is_empty())
+                    .map_or(1.0, |a| {
+                        a.intersection(job).len() as f64 / a.len() as f64
+                    });
+                tasks.insert(
+                    tid,
+                    Counts {
+                        run_ns,
+                        slices,
+                        share,
+                    },
+                );
+            }
+        }
+        TaskScan {
+            at: Instant::now(),
+            tasks,
+        }
+    }
+
+    /// What ran from this scan to `later`. A task that was not there before (or whose
+    /// counts went back: its id was reused) counts from zero.
+    pub fn since(&self, later: &TaskScan) -> OtherTasks {
+        let mut out = OtherTasks {
+            window_ns: later.at.saturating_duration_since(self.at).as_nanos() as u64,
+            ..OtherTasks::default()
+        };
+        for (tid, b) in &later.tasks {
+            let a = self
+                .tasks
+                .get(tid)
+                .filter(|a| a.slices <= b.slices && a.run_ns <= b.run_ns);
+            let (run, slices) = match a {
+                Some(a) => (b.run_ns - a.run_ns, b.slices - a.slices),
+                None => (b.run_ns, b.slices),
+            };
+            if slices > 0 {
+                out.tasks += 1;
+                out.runs += slices as f64 * b.share;
+                out.run_ns += run as f64 * b.share;
+            }
+        }
+        out
+    }
+}
+
+/// `pid`'s parent (`stat` field 4).
+fn ppid(roots: &Roots, pid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(roots.proc.join(pid.to_string()).join("stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `root` and every process below it in `parent`.
+fn descendants_of(root: i32, parent: &HashMap<i32, i32>) -> HashSet<i32> {
+    let mut out = HashSet::from([root]);
+    // Walk each process's chain up until it reaches a known answer; memoised in `out` and
+    // `not`, so the whole table costs one pass.
+    let mut not = HashSet::new();
+    for &p in parent.keys() {
+        let mut chain = Vec::new();
+        let mut q = p;
+        let inside = loop {
+            if out.contains(&q) {
+                break true;
+            }
+            if not.contains(&q) || chain.len() > parent.len() {
+                break false;
+            }
+            chain.push(q);
+            match parent.get(&q) {
+                Some(&up) if up > 0 => q = up,
+                _ => break false,
+            }
+        };
+        if inside {
+            out.extend(chain);
+        } else {
+            not.extend(chain);
+        }
+    }
+    out
+}
+
+/// A thread's CPU time (ns) and timeslices from its `schedstat`.
+fn schedstat(roots: &Roots, pid: i32, tid: i32) -> Option<(u64, u64)> {
+    let path = roots
+        .proc
+        .join(pid.to_string())
+        .join("task")
+        .join(tid.to_string())
+        .join("schedstat");
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut f = text.split_whitespace().map(|x| x.parse::<u64>().ok());
+    let run = f.next()??;
+    let _wait = f.next()??;
+    Some((run, f.next()??))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn descendants_follow_the_parent_chain() {
+        // 1 -> 10 -> 11 -> 12, 10 -> 13; 1 -> 20 -> 21.
+        let parent = HashMap::from([(10, 1), (11, 10), (12, 11), (13, 10), (20, 1), (21, 20)]);
+        let d = descendants_of(10, &parent);
+        assert_eq!(d, HashSet::from([10, 11, 12, 13]));
+        assert_eq!(descendants_of(21, &parent), HashSet::from([21]));
+    }
+
+    #[test]
+    fn a_busy_process_counts_unless_it_is_ours() {
+        // A real child spinning between two scans. Scanned as another run's engine would
+        // see it (`own_pid` of no process: everything is other), its CPU time and runs are
+        // in the count; scanned as ours (`own_pid` = this process, its parent), neither this
+        // process nor the child is. Nothing timed: the child's own schedstat is the yardstick.
+        let roots = Roots::host();
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let all = CpuSet::parse_list(&format!("0-{}", cpus - 1)).unwrap();
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .expect("sh");
+        let pid = child.id() as i32;
+        let me = std::process::id() as i32;
+        std::thread::sleep(Duration::from_millis(20));
+        let (a_all, a_ours) = (TaskScan::read(&roots, &all, -1), TaskScan::read(&roots, &all, me));
+        let c0 = schedstat(&roots, pid, pid).expect("child schedstat");
+        std::thread::sleep(Duration::from_millis(150));
+        let c1 = schedstat(&roots, pid, pid).expect("child schedstat");
+        let (b_all, b_ours) = (TaskScan::read(&roots, &all, -1), TaskScan::read(&roots, &all, me));
+        let _ = child.kill();
+        let _ = child.wait();
+        // The child's affinity is this process's; its share of `all` is 1.
+        let everything = a_all.since(&b_all);
+        assert!(b_all.tasks.contains_key(&pid) && b_all.tasks.contains_key(&me));
+        assert!(everything.run_ns >= (c1.0 - c0.0) as f64, "{everything:?}");
+        assert!(everything.runs >= (c1.1 - c0.1) as f64, "{everything:?}");
+        assert!(everything.tasks >= 1 && everything.window_ns > 0);
+        assert!(!b_ours.tasks.contains_key(&pid) && !b_ours.tasks.contains_key(&me));
+        assert!(!a_ours.tasks.contains_key(&pid) && !a_ours.tasks.contains_key(&me));
+    }
+}
