@@ -63,9 +63,7 @@ impl TaskScan {
                 let share = affinity::get_thread(tid)
                     .ok()
                     .filter(|a| !a.is_empty())
-                    .map_or(1.0, |a| {
-                        a.intersection(job).len() as f64 / a.len() as f64
-                    });
+                    .map_or(1.0, |a| a.intersection(job).len() as f64 / a.len() as f64);
                 tasks.insert(
                     tid,
                     Counts {
@@ -191,11 +189,17 @@ mod tests {
         let pid = child.id() as i32;
         let me = std::process::id() as i32;
         std::thread::sleep(Duration::from_millis(20));
-        let (a_all, a_ours) = (TaskScan::read(&roots, &all, -1), TaskScan::read(&roots, &all, me));
+        let (a_all, a_ours) = (
+            TaskScan::read(&roots, &all, -1),
+            TaskScan::read(&roots, &all, me),
+        );
         let c0 = schedstat(&roots, pid, pid).expect("child schedstat");
         std::thread::sleep(Duration::from_millis(150));
         let c1 = schedstat(&roots, pid, pid).expect("child schedstat");
-        let (b_all, b_ours) = (TaskScan::read(&roots, &all, -1), TaskScan::read(&roots, &all, me));
+        let (b_all, b_ours) = (
+            TaskScan::read(&roots, &all, -1),
+            TaskScan::read(&roots, &all, me),
+        );
         let _ = child.kill();
         let _ = child.wait();
         // The child's affinity is this process's; its share of `all` is 1.

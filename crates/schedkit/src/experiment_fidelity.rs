@@ -110,6 +110,7 @@ fn print_result(
     }
     print!("{}", fidelity::render_table(&result.rows));
     print!("{}", fidelity::TABLE_LEGEND);
+    print!("{}", fidelity::render_other_work(&result.real));
     let worse = fidelity::eevdf_not_closer(&result.rows);
     if worse.is_empty() {
         println!("\neevdf is at least as close as cfs on every metric and scenario");

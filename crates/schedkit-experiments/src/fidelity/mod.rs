@@ -42,7 +42,7 @@ mod outside;
 mod recorded;
 pub use judge::{as_close_somewhere, judge, Bound, Judged, Part, Scale, Verdict};
 pub use kernel::{load_scenarios, parse_models, scenario_files, KernelRunner, MachineState};
-pub use outside::{mean_of_draws, with_outside_work, Outside, OTHER_WORK};
+pub use outside::{mean_of_draws, render_other_work, with_outside_work, Outside, OTHER_WORK};
 pub use recorded::Recorded;
 
 /// The stated bound on the migrations/s error: the absolute difference, per second.

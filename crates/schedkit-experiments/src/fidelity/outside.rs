@@ -135,6 +135,50 @@ pub fn mean_of_draws(ms: &[Measure]) -> Measure {
     }
 }
 
+/// The other work each scenario's real runs met, as the simulated runs replay it: a table,
+/// or the sentence that says it was not measured (a file recorded before it was).
+pub fn render_other_work(real: &[(String, Vec<Measure>)]) -> String {
+    let rows: Vec<(&str, Outside)> = real
+        .iter()
+        .filter_map(|(n, reps)| Some((n.as_str(), Outside::mean(reps)?)))
+        .collect();
+    if rows.is_empty() {
+        return "\nother work on the job's CPUs: not measured in these real runs; simulated \
+                without it\n"
+            .to_string();
+    }
+    let mut out = String::from(
+        "\nother work on the job's CPUs during the real runs (tasks outside the job and \
+         schedkit; mean of the repeats),\nsimulated as a real-time stand-in per core \
+         (Poisson runs of exponential length), one draw per real repeat:\n",
+    );
+    out += &format!(
+        "{:<22} {:>8} {:>10} {:>12}\n",
+        "scenario", "runs/s", "CPU ms/s", "mean run us"
+    );
+    for (name, o) in &rows {
+        out += &format!(
+            "{:<22} {:>8.1} {:>10.2} {:>12.0}\n",
+            name,
+            o.runs_per_s,
+            o.busy_ms_per_s,
+            o.mean_run_ns().unwrap_or(0.0) / 1e3
+        );
+    }
+    let missing: Vec<&str> = real
+        .iter()
+        .filter(|(_, reps)| Outside::mean(reps).is_none())
+        .map(|(n, _)| n.as_str())
+        .collect();
+    if !missing.is_empty() {
+        out += &format!(
+            "not measured (simulated without it): {}\n",
+            missing.join(", ")
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +258,28 @@ mod tests {
         assert!((avg.wake_p99_us.unwrap() - 100.0).abs() < 1e-9);
         assert_eq!(avg.wake_p50_us, None);
         assert_eq!(avg.names, vec!["a", "b"]);
+    }
+
+    #[test]
+    fn the_other_work_table_says_what_was_measured_and_what_was_not() {
+        let with = Measure {
+            outside: Some(Outside {
+                runs_per_s: 40.0,
+                busy_ms_per_s: 8.0,
+            }),
+            ..Measure::default()
+        };
+        let t = render_other_work(&[
+            ("a".into(), vec![with.clone(), with]),
+            ("b".into(), vec![Measure::default()]),
+        ]);
+        assert!(
+            t.contains("a                          40.0       8.00          200"),
+            "{t}"
+        );
+        assert!(t.contains("not measured (simulated without it): b"), "{t}");
+        let none = render_other_work(&[("b".into(), vec![Measure::default()])]);
+        assert!(none.contains("not measured in these real runs"), "{none}");
     }
 
     #[test]
