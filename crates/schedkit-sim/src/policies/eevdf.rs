@@ -54,7 +54,8 @@
 //!   waking one to its previous core if that is idle, else to the first idle
 //!   core it may use, else back to its previous core (`select_idle_sibling` on one LLC). A
 //!   core that runs out of work pulls a waiting thread at once (newidle balance); idle cores
-//!   balance every `balance_interval`; busy ones each on its own schedule
+//!   balance every `balance_interval` (and only then: an idle CPU sleeps until a busy one's
+//!   tick kicks its balance, where the engine asks every idle core at every event); busy ones each on its own schedule
 //!   (`sched_balance_domains`, `get_sd_balance_interval`): its `sd->balance_interval` (one
 //!   millisecond per CPU at first, `min_interval`, up to twice that) times `busy_factor` (16),
 //!   in jiffies less one, after its own last balance. `sched_balance_rq` resets the interval
@@ -289,6 +290,11 @@ pub struct Eevdf {
     /// During a periodic balance: per core, the thread it switches to at this tick
     /// (`eevdf_balance.rs`), which counts as on its CPU.
     tick_next: Vec<Option<Slot>>,
+    /// Per core: whether its last pick found something to run. Asked again, it has just
+    /// run out of work (newidle balance); asked while already idle (the engine asks every
+    /// idle core whenever a thread waits anywhere), it pulls only in its periodic idle
+    /// balance, as an idle CPU sleeps until a busy one's tick kicks its balance.
+    was_busy: Vec<bool>,
     #[cfg(test)]
     log: Vec<PickLog>,
 }
@@ -343,6 +349,7 @@ impl Eevdf {
             catch_up: spec.context_switch().0 == 0,
             rt: RtClass::new(cores),
             tick_next: vec![None; cores],
+            was_busy: vec![true; cores],
             #[cfg(test)]
             log: Vec::new(),
         }
@@ -643,14 +650,17 @@ impl Dispatcher for Eevdf {
         if let Some(s) = self.rt.pick(core) {
             // The real-time class comes first (`pick_next_task`); the fair pick after it is
             // a fresh one (its `prev` is of another class).
+            self.was_busy[core] = true;
             return Some(s);
         }
-        if self.rqs[core].nr == 0 && self.waiting > 0 {
+        if self.rqs[core].nr == 0 && self.waiting > 0 && self.was_busy[core] {
             self.idle_pull(ctx, core);
         }
         if self.rqs[core].nr == 0 {
+            self.was_busy[core] = false;
             return None;
         }
+        self.was_busy[core] = true;
         let slot = self.pick_eevdf(core, None)?;
         #[cfg(test)]
         {

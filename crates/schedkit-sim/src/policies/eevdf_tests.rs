@@ -346,18 +346,22 @@ fn hot_setup() -> (Eevdf, Vec<SimThread>, Scenario) {
 #[test]
 fn a_cache_hot_thread_stays_until_cache_nice_tries_balances_failed() {
     // Core 1 goes idle at 4 ms; the only waiting thread, A, left core 0 at 4 ms: it is hot
-    // until 4.5 ms (sysctl_sched_migration_cost). Newidle pulls at 4.0 and 4.2 ms fail
-    // (nr_balance_failed 1, then 2); at 4.3 ms 2 > cache_nice_tries = 1, so A moves though
-    // still hot.
+    // until 4.5 ms (sysctl_sched_migration_cost). The newidle pull at 4.0 ms fails
+    // (nr_balance_failed 1). Asked again while idle (4.2 ms) core 1 does not pull: an idle
+    // CPU sleeps until its idle balance. Its idle balances at 4.2 and 4.3 ms: the first
+    // fails (2); at the second 2 > cache_nice_tries = 1, so A moves though still hot.
     let (mut d, threads, sc) = hot_setup();
     let running = [Some(2), None];
     let at = |now| ctx_at(now, &threads, &running, &sc);
     assert_eq!(d.pick_next(&at(4_000_000), 1), None);
     assert_eq!(d.failed[1], 1);
     assert_eq!(d.pick_next(&at(4_200_000), 1), None);
+    assert_eq!(d.failed[1], 1);
+    assert_eq!(d.idle_pull(&at(4_200_000), 1), Lb::Failed);
     assert_eq!(d.failed[1], 2);
-    assert_eq!(d.pick_next(&at(4_300_000), 1), Some(0));
+    assert_eq!(d.idle_pull(&at(4_300_000), 1), Lb::Moved);
     assert_eq!(d.failed[1], 0);
+    assert_eq!(d.pick_next(&at(4_300_000), 1), Some(0));
 
     // A first pull at 4.5 ms finds A cold and takes it at once.
     let (mut d, threads, sc) = hot_setup();
