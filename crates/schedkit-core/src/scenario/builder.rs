@@ -189,6 +189,7 @@ fn raw_policy(p: &PolicySpec) -> RawPolicy {
         sched_latency: Some(Val::new(p.sched_latency)),
         min_granularity: Some(Val::new(p.min_granularity)),
         base_slice: Some(Val::new(p.base_slice)),
+        wake_path: Some(Val::new(p.wake_path)),
         balance_interval: Some(Val::new(p.balance_interval)),
         tick: Some(Val::new(p.tick)),
         period: Some(Val::new(p.period)),

@@ -383,6 +383,10 @@ fn policy_durations(
     if let Some(v) = nonzero(&p.base_slice, "policy.base_slice")? {
         spec.base_slice = v;
     }
+    // Zero is a model without a wake-up path, which is allowed.
+    if let Some(v) = &p.wake_path {
+        spec.wake_path = *v.get_ref();
+    }
     if let Some(v) = nonzero(&p.balance_interval, "policy.balance_interval")? {
         spec.balance_interval = v;
     }

@@ -121,6 +121,12 @@ pub struct PolicySpec {
     /// releases that took the change; 0.75 ms before).
     #[serde(skip_serializing_if = "is_default_base_slice")]
     pub(super) base_slice: Nanos,
+    /// The `eevdf` model's wake-up path: from a sleeper's timer to its thread joining its
+    /// run queue and running where nothing else is in its way (hrtimer interrupt,
+    /// `try_to_wake_up`, the switch). Default [`DEFAULT_WAKE_PATH`]; `schedkit experiment
+    /// fidelity` measures the machine's own.
+    #[serde(skip_serializing_if = "is_default_wake_path")]
+    pub(super) wake_path: Nanos,
     /// CFS load-balancing interval. Default 4 ms.
     pub(super) balance_interval: Nanos,
     /// The scheduler tick (1 / CONFIG_HZ) of the `eevdf` model: a thread whose slice is used
@@ -165,6 +171,16 @@ pub const DEFAULT_TICK: Nanos = Nanos::from_ms(4);
 /// The default `base_slice`: `sysctl_sched_base_slice` since Linux 6.15 (commit 2ae891b82695).
 pub const DEFAULT_BASE_SLICE: Nanos = Nanos::from_us(700);
 
+/// The default `wake_path`: 8.7 us, the median wake-up latency of a sleeper that preempts a
+/// pinned hog at once, measured on a Linux 6.18 virtual machine (docs/results/fidelity.md;
+/// another build of the same kernel and VM measured 16-20 us).
+pub const DEFAULT_WAKE_PATH: Nanos = Nanos(8_700);
+
+/// Keeps `wake_path` out of serialised scenarios that do not set it.
+fn is_default_wake_path(t: &Nanos) -> bool {
+    *t == DEFAULT_WAKE_PATH
+}
+
 /// Keeps `base_slice` out of serialised scenarios that do not set it (their outputs predate it).
 fn is_default_base_slice(t: &Nanos) -> bool {
     *t == DEFAULT_BASE_SLICE
@@ -188,6 +204,7 @@ impl PolicySpec {
             sched_latency: Nanos::from_ms(6),
             min_granularity: Nanos::from_us(750),
             base_slice: DEFAULT_BASE_SLICE,
+            wake_path: DEFAULT_WAKE_PATH,
             balance_interval: Nanos::from_ms(4),
             tick: DEFAULT_TICK,
             period: Nanos::from_ms(100),
@@ -234,6 +251,8 @@ params! {
     min_granularity / with_min_granularity: Nanos;
     /// The `eevdf` model's base slice.
     base_slice / with_base_slice: Nanos;
+    /// The `eevdf` model's wake-up path.
+    wake_path / with_wake_path: Nanos;
     /// CFS load-balancing interval.
     balance_interval / with_balance_interval: Nanos;
     /// The `eevdf` model's scheduler tick.

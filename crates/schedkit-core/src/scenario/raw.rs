@@ -63,6 +63,7 @@ pub(super) struct RawPolicy {
     pub(super) sched_latency: Option<Val<Nanos>>,
     pub(super) min_granularity: Option<Val<Nanos>>,
     pub(super) base_slice: Option<Val<Nanos>>,
+    pub(super) wake_path: Option<Val<Nanos>>,
     pub(super) balance_interval: Option<Val<Nanos>>,
     pub(super) tick: Option<Val<Nanos>>,
     pub(super) period: Option<Val<Nanos>>,

@@ -73,6 +73,33 @@ fn a_process_class_parses_and_an_unknown_one_is_located() {
 }
 
 #[test]
+fn the_wake_path_parses_zero_is_allowed_and_a_bad_one_is_located() {
+    let s = Scenario::parse(
+        "t.toml",
+        "[policy]\nname = \"eevdf\"\nwake_path = \"17us\"\n[[process]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    assert_eq!(s.policy().wake_path(), Nanos::from_us(17));
+    let s = Scenario::parse(
+        "t.toml",
+        "[policy]\nname = \"eevdf\"\nwake_path = \"0us\"\n[[process]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    assert_eq!(s.policy().wake_path(), Nanos::ZERO);
+    let s = Scenario::parse("t.toml", "[[process]]\nname = \"a\"\n").unwrap();
+    assert_eq!(s.policy().wake_path(), DEFAULT_WAKE_PATH);
+    // Kept through a builder, and left out of a serialised scenario at its default.
+    let b = s.to_builder().build().unwrap();
+    assert_eq!(b.policy().wake_path(), DEFAULT_WAKE_PATH);
+    assert!(!serde_json::to_string(b.policy())
+        .unwrap()
+        .contains("wake_path"));
+    let e = err("[policy]\nname = \"eevdf\"\nwake_path = \"soon\"\n[[process]]\nname = \"a\"\n");
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.field.contains("wake_path"), "{e}");
+}
+
+#[test]
 fn patterns_parse_and_errors_are_located() {
     let base = "[[process]]\nname = \"s\"\n";
     let s = Scenario::parse(

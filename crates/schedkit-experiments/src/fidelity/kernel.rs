@@ -10,6 +10,7 @@ use super::{quantile, response_ms, shares, Measure, Outside, RealRunner};
 use crate::Error;
 use schedkit_core::report::Metrics;
 use schedkit_core::scenario::{PolicyName, Scenario};
+use schedkit_core::Nanos;
 use schedkit_linux::engine::{self, RunOptions, RunPolicy};
 use schedkit_linux::perf::{CounterKind, Reading};
 use schedkit_linux::workload;
@@ -18,7 +19,25 @@ use std::path::{Path, PathBuf};
 /// The real engine as the experiment's runner.
 pub struct KernelRunner;
 
+/// The probe that measures this machine's wake-up path ([`RealRunner::wake_path`]): on one
+/// CPU a hog and a sleeper (a quarter of each 2 ms cycle running), so that the sleeper, whose
+/// lag is positive at each wake-up, preempts the hog at once; how late it runs after its
+/// timer is then the path alone (timer interrupt, wake-up, switch), and the median of about
+/// 500 wake-ups is the model's `[policy] wake_path`.
+pub fn wake_path_probe() -> Scenario {
+    const PROBE: &str = "cores = 1\n[policy]\nname = \"default\"\n[run]\nhorizon = \"1s\"\n\
+        [[process]]\nname = \"hog\"\ncpus = [0]\n\
+        [[process]]\nname = \"sleeper\"\ncpus = [0]\n\
+        pattern = [{ run = \"500us\" }, { sleep = \"1500us\" }]\n";
+    Scenario::parse("wake-up path probe (built in)", PROBE).expect("the built-in probe parses")
+}
+
 impl RealRunner for KernelRunner {
+    fn wake_path(&mut self) -> Result<Option<Nanos>, Error> {
+        let m = self.run(&wake_path_probe())?;
+        Ok(m.wake_p50_us.map(|us| Nanos((us * 1e3).round() as u64)))
+    }
+
     fn run(&mut self, sc: &Scenario) -> Result<Measure, Error> {
         let fail = |m: String| Error::Run {
             scenario: sc.file().to_string(),
@@ -210,7 +229,17 @@ pub fn load_scenarios(files: &[PathBuf]) -> Result<Vec<Scenario>, Error> {
 
 #[cfg(test)]
 mod machine_tests {
-    use super::MachineState;
+    use super::{wake_path_probe, MachineState};
+
+    #[test]
+    fn the_wake_path_probe_is_one_cpu_a_hog_and_a_sleeper_beside_it() {
+        let p = wake_path_probe();
+        assert_eq!(p.cores(), 1);
+        let names: Vec<&str> = p.processes().iter().map(|x| x.name()).collect();
+        assert_eq!(names, ["hog", "sleeper"]);
+        assert!(p.processes().iter().all(|x| x.cpus() == Some(&[0][..])));
+        assert!(p.processes()[1].pattern().is_some());
+    }
 
     #[test]
     fn an_autogroup_not_at_nice_minus_20_is_warned_about() {

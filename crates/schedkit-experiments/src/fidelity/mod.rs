@@ -19,6 +19,11 @@
 //! the whole machine, which the model cannot know; `job_pct` (the job's CPU time over the
 //! window's capacity) shows how much it got.
 //!
+//! The simulated side runs two stand-ins the real runs have on the job's CPUs, both left out
+//! of every metric: the real engine's sampler ([`with_engine_thread`]) and the machine's other
+//! work as the real repeats measured it (`outside.rs`, [`with_outside_work`]; random, so
+//! simulated once per real repeat and averaged as the repeats are, [`mean_of_draws`]).
+//!
 //! The error of a model on a metric is its value against the **mean of the real repeats**
 //! (geometric for wake-up latencies), with the interval of that error over the 95 %
 //! confidence interval of the real mean; a target is met, missed, undecided or untestable by
@@ -30,7 +35,9 @@
 use crate::progress::Progress;
 use crate::Error;
 use schedkit_core::report::Report;
-use schedkit_core::scenario::{Class, Phase, PolicyName, Process, Scenario, Work};
+use schedkit_core::scenario::{
+    Class, Phase, PolicyName, Process, Scenario, Work, DEFAULT_WAKE_PATH,
+};
 use schedkit_core::trace::{Event, Reason, TraceLog};
 use schedkit_core::Nanos;
 use schedkit_render::chart::{grid, Axis, BarChart, BarSeries, Chart};
@@ -79,6 +86,11 @@ pub struct Measure {
 pub trait RealRunner {
     /// Runs `scenario` once under the kernel's own scheduler.
     fn run(&mut self, scenario: &Scenario) -> Result<Measure, Error>;
+    /// The machine's wake-up path, which the `eevdf` model is given (`[policy] wake_path`);
+    /// `None`: not measured, the model keeps its default.
+    fn wake_path(&mut self) -> Result<Option<Nanos>, Error> {
+        Ok(None)
+    }
 }
 
 /// The experiment's options.
@@ -120,6 +132,8 @@ pub struct ErrorRow {
 /// Everything the experiment produced.
 #[derive(Clone, Debug, Serialize)]
 pub struct FidelityResult {
+    /// The machine's wake-up path the models were given ([`RealRunner::wake_path`]), ns.
+    pub wake_path_ns: Option<u64>,
     pub real: Vec<(String, Vec<Measure>)>,
     pub sim: Vec<(String, String, Measure)>,
     pub rows: Vec<ErrorRow>,
@@ -148,7 +162,10 @@ pub fn run(
         return Err(Error::bad_option("repeats", "0", "at least one real run"));
     }
     progress.start((opts.scenarios.len() * (opts.repeats + opts.models.len())) as u64);
+    progress.message("measuring the machine's wake-up path");
+    let wake_path = real.wake_path()?;
     let mut out = FidelityResult {
+        wake_path_ns: wake_path.map(|p| p.0),
         real: Vec::new(),
         sim: Vec::new(),
         rows: Vec::new(),
@@ -172,8 +189,7 @@ pub fn run(
             };
             let mut ms = Vec::with_capacity(draws);
             for draw in 0..draws as u64 {
-                let s = simulated(sc, &reals, draw)?
-                    .with_policy_spec(sc.policy().clone().with_name(model))?;
+                let s = simulated(sc, &reals, draw, model, wake_path)?;
                 let (report, log, _) = schedkit_sim::simulate_report(&s, true)?;
                 ms.push(sim_measure(sc, &report, &log.expect("trace kept")));
             }
@@ -235,14 +251,42 @@ pub fn with_engine_thread(sc: &Scenario) -> Result<Scenario, Error> {
     Ok(sc.to_builder().process(p).build()?)
 }
 
-/// The scenario the models simulate for `sc`: with the stand-ins for the real engine's
+/// The scenario `model` simulates for `sc`: with the stand-ins for the real engine's
 /// sampler and for the other work the real repeats met (their mean; the `draw`-th random
-/// draw of it), both left out of every metric.
-pub fn simulated(sc: &Scenario, reals: &[Measure], draw: u64) -> Result<Scenario, Error> {
+/// draw of it), both left out of every metric, and the machine's wake-up path where it was
+/// measured and the file keeps the default.
+pub fn simulated(
+    sc: &Scenario,
+    reals: &[Measure],
+    draw: u64,
+    model: PolicyName,
+    wake_path: Option<Nanos>,
+) -> Result<Scenario, Error> {
+    let mut policy = sc.policy().clone().with_name(model);
+    if let Some(p) = wake_path.filter(|_| policy.wake_path() == DEFAULT_WAKE_PATH) {
+        policy = policy.with_wake_path(p);
+    }
     let s = with_engine_thread(sc)?;
-    match Outside::mean(reals) {
-        Some(o) => with_outside_work(&s, &o, draw),
-        None => Ok(s),
+    let s = match Outside::mean(reals) {
+        Some(o) => with_outside_work(&s, &o, draw)?,
+        None => s,
+    };
+    Ok(s.with_policy_spec(policy)?)
+}
+
+/// The wake-up path the models were given, in a sentence for the report.
+pub fn render_wake_path(ns: Option<u64>) -> String {
+    match ns {
+        Some(ns) => format!(
+            "\nwake-up path: {:.1} us, this machine's (the median of a probe run before the \
+             scenarios: a sleeper preempting a hog on one CPU); the eevdf model was given it\n",
+            ns as f64 / 1e3
+        ),
+        None => format!(
+            "\nwake-up path: not measured in these real runs; the eevdf model kept its default \
+             {:.1} us\n",
+            DEFAULT_WAKE_PATH.0 as f64 / 1e3
+        ),
     }
 }
 

@@ -10,6 +10,7 @@
 use super::{scenario_name, Measure, RealRunner};
 use crate::Error;
 use schedkit_core::scenario::Scenario;
+use schedkit_core::Nanos;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
@@ -18,6 +19,10 @@ use std::path::Path;
 #[derive(Deserialize)]
 struct File {
     real: Vec<(String, Vec<Measure>)>,
+    /// The machine's wake-up path the recording measured (absent in files recorded before
+    /// it was measured).
+    #[serde(default)]
+    wake_path_ns: Option<u64>,
 }
 
 /// The recorded real repeats, per scenario name, handed out in the recorded order.
@@ -29,6 +34,7 @@ pub struct Recorded {
     repeats: usize,
     /// How many of each scenario's repeats were handed out.
     next: HashMap<String, usize>,
+    wake_path: Option<Nanos>,
 }
 
 impl Recorded {
@@ -54,7 +60,7 @@ impl Recorded {
             ))
         })?;
         let mut runs = HashMap::new();
-        for (i, (name, reps)) in parsed.real.into_iter().enumerate() {
+        for (i, (name, reps)) in parsed.real.iter().cloned().enumerate() {
             if runs.contains_key(&name) {
                 return Err(bad(&format!("real[{i}]"), format!("scenario {name} twice")));
             }
@@ -119,6 +125,7 @@ impl Recorded {
             runs: out,
             repeats: repeats.unwrap_or(0),
             next: HashMap::new(),
+            wake_path: parsed.wake_path_ns.map(Nanos),
         })
     }
 
@@ -129,6 +136,10 @@ impl Recorded {
 }
 
 impl RealRunner for Recorded {
+    fn wake_path(&mut self) -> Result<Option<Nanos>, Error> {
+        Ok(self.wake_path)
+    }
+
     fn run(&mut self, sc: &Scenario) -> Result<Measure, Error> {
         let name = scenario_name(sc);
         let k = self.next.entry(name.clone()).or_insert(0);

@@ -41,8 +41,9 @@
 //!   newcomer, i.e. the running thread is no longer eligible and the newcomer has the
 //!   earliest eligible deadline; a running thread that is not protected is rescheduled by the
 //!   enqueue's `update_curr`, and the next pick decides.
-//! - **The wake-up path** (`WAKE_PATH_NS`): a sleeper joins its queue 8.7 us after its timer
-//!   (measured here), so its wake-up latency includes it and its cycle drifts against the tick.
+//! - **The wake-up path** (`[policy] wake_path`, default 8.7 us): a sleeper joins its queue
+//!   that long after its timer (the machine's median, which `experiment fidelity` measures),
+//!   so its wake-up latency includes it and its cycle drifts against the tick.
 //! - **DELAY_DEQUEUE and DELAY_ZERO** (6.12 and later): a thread that blocks while not eligible
 //!   stays in the queue ("delayed"), still counted in V, until it would be picked (then it
 //!   leaves, its positive lag cut to 0) or wakes (then it stays where it is: a positive lag it
@@ -146,16 +147,6 @@ const MIGRATION_COST: u64 = 500_000;
 /// `sd->cache_nice_tries` of a one-LLC domain (`sd_init`): once more balances than this have
 /// failed in a row, cache-hot threads may move too (`can_migrate_task`).
 const CACHE_NICE_TRIES: u32 = 1;
-
-/// The wake-up path (`Dispatcher::wake_latency`), from a sleeper's timer to its enqueue:
-/// hrtimer interrupt, `try_to_wake_up` (`select_task_rq_fair`, `enqueue_task_fair`), and the
-/// reschedule and switch to it. 8.7 us: the mean over five repeats of the median wake-up
-/// latency of `examples/fidelity/affinity-sleeper` measured on this machine (8.3-8.9 us,
-/// docs/results/fidelity-quiet/after/), where the woken thread always preempts a pinned hog
-/// at once, so its median is the path alone. Besides the latency itself it lets a periodic
-/// sleeper's cycle drift against the tick, as real ones do, where exact cycles lock onto
-/// fixed phases of it.
-const WAKE_PATH_NS: u64 = 8_700;
 
 /// `sd->imbalance_pct` of a one-LLC domain (`sd_init`), used when the scenario keeps the
 /// spec's default 125 (seed 004's 2.6.24 value, which the `cfs` model reads).
@@ -265,6 +256,12 @@ pub struct Eevdf {
     total_load: u64,
     slice: u64,
     tick: u64,
+    /// The wake-up path (`Dispatcher::wake_latency`, `[policy] wake_path`), from a sleeper's
+    /// timer to its enqueue: hrtimer interrupt, `try_to_wake_up` (`select_task_rq_fair`,
+    /// `enqueue_task_fair`), and the reschedule and switch to it. Besides the latency itself
+    /// it lets a periodic sleeper's cycle drift against the tick, as real ones do, where
+    /// exact cycles lock onto fixed phases of it.
+    wake_path: Nanos,
     balance_interval: Nanos,
     imbalance_pct: u32,
     /// Each core's `nr_balance_failed`: periodic balances in a row that found an imbalance
@@ -334,6 +331,7 @@ impl Eevdf {
             total_load: 0,
             slice: spec.base_slice().0 * slice_factor(cores),
             tick: spec.tick().0.max(1),
+            wake_path: spec.wake_path(),
             balance_interval: spec.balance_interval(),
             imbalance_pct: if spec.imbalance_pct() == SPEC_DEFAULT_IMBALANCE_PCT {
                 IMBALANCE_PCT_LLC
@@ -740,7 +738,7 @@ impl Dispatcher for Eevdf {
     }
 
     fn wake_latency(&self) -> Nanos {
-        Nanos(WAKE_PATH_NS)
+        self.wake_path
     }
 
     fn balance_interval(&self) -> Option<Nanos> {

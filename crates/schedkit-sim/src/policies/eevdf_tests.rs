@@ -3,6 +3,7 @@
 use super::*;
 use crate::policy::SimThread;
 use crate::simulate_report;
+use schedkit_core::scenario::DEFAULT_WAKE_PATH;
 use schedkit_core::trace::Owner;
 use schedkit_core::Scenario;
 
@@ -424,7 +425,7 @@ fn a_running_thread_that_may_move_makes_a_balance_failed_not_all_pinned() {
 fn a_sleeper_joins_its_queue_one_wake_up_path_after_its_timer() {
     // One core, one thread running 1 ms then sleeping 9 ms. It arrives at 0 (a new thread
     // takes no wake-up path) and runs 0-1 ms; its timer fires at 10 ms, it is queued and
-    // runs WAKE_PATH_NS (8.7 us) later, at 10.0087 ms, so its next timer is 9 ms after
+    // runs DEFAULT_WAKE_PATH.0 (8.7 us) later, at 10.0087 ms, so its next timer is 9 ms after
     // 11.0087 ms: the k-th run starts at k x (10 ms + 8.7 us). The trace's wake-up is at
     // the timer, so each wake-up latency is the path.
     let sc = Scenario::parse(
@@ -443,9 +444,9 @@ fn a_sleeper_joins_its_queue_one_wake_up_path_after_its_timer() {
             _ => {}
         }
     }
-    let cycle = 10_000_000 + WAKE_PATH_NS;
+    let cycle = 10_000_000 + DEFAULT_WAKE_PATH.0;
     assert_eq!(runs, [0, cycle, 2 * cycle, 3 * cycle, 4 * cycle]);
-    let timers: Vec<u64> = (1..5).map(|k| k * cycle - WAKE_PATH_NS).collect();
+    let timers: Vec<u64> = (1..5).map(|k| k * cycle - DEFAULT_WAKE_PATH.0).collect();
     assert_eq!(wakes, timers);
 }
 
@@ -627,7 +628,7 @@ fn a_fifo_class_thread_runs_first_and_preempts_a_fair_one_at_once() {
     // its wake-up path 8.7 us: queued at 2.1087 ms, it preempts H at once, runs 0.1 ms, and
     // H resumes at 2.2087; the next cycle starts 2.1087 ms later. The same under `cfs`, which
     // has no wake-up path.
-    for (policy, path) in [("eevdf", WAKE_PATH_NS), ("cfs", 0)] {
+    for (policy, path) in [("eevdf", DEFAULT_WAKE_PATH.0), ("cfs", 0)] {
         let sc = Scenario::parse(
             "t.toml",
             &format!(
