@@ -108,10 +108,16 @@ pub fn with_outside_work(sc: &Scenario, o: &Outside, draw: u64) -> Result<Scenar
 pub fn mean_of_draws(ms: &[Measure]) -> Measure {
     let n = ms.len().max(1) as f64;
     let mean = |f: &dyn Fn(&Measure) -> f64| ms.iter().map(f).sum::<f64>() / n;
+    // A draw with no wait at all (0) makes the geometric mean 0, as it is.
     let geo = |f: &dyn Fn(&Measure) -> Option<f64>| -> Option<f64> {
         let xs: Vec<f64> = ms.iter().filter_map(f).collect();
-        (xs.len() == ms.len() && !xs.is_empty())
-            .then(|| (xs.iter().map(|x| x.max(1e-9).ln()).sum::<f64>() / xs.len() as f64).exp())
+        (xs.len() == ms.len() && !xs.is_empty()).then(|| {
+            if xs.iter().any(|&x| x <= 0.0) {
+                0.0
+            } else {
+                (xs.iter().map(|x| x.ln()).sum::<f64>() / xs.len() as f64).exp()
+            }
+        })
     };
     let first = ms.first().cloned().unwrap_or_default();
     let each = |len: usize, f: &dyn Fn(&Measure, usize) -> f64| -> Vec<f64> {
@@ -257,6 +263,11 @@ mod tests {
         // Geometric: sqrt(10 * 1000) = 100.
         assert!((avg.wake_p99_us.unwrap() - 100.0).abs() < 1e-9);
         assert_eq!(avg.wake_p50_us, None);
+        // A draw without any wait: the geometric mean is 0, not a tiny number.
+        assert_eq!(
+            mean_of_draws(&[m(40.0, 0.0), m(60.0, 1000.0)]).wake_p99_us,
+            Some(0.0)
+        );
         assert_eq!(avg.names, vec!["a", "b"]);
     }
 

@@ -78,6 +78,13 @@ pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
 
 /// A tick label of a logarithmic axis: as many decimals as the tick's own magnitude needs.
 pub(super) fn log_tick_label(v: f64) -> String {
+    // Past what six decimals or a short integer write, as a power of ten ("1e-7", "2e8"):
+    // fixed decimals would print a 1e-7 tick as "0".
+    if v > 0.0 && !(1e-4..1e6).contains(&v) {
+        let k = v.log10().floor();
+        let m = (v / 10f64.powf(k)).round();
+        return format!("{m}e{k}");
+    }
     tick_label(v, 10f64.powf(v.log10().floor()))
 }
 

@@ -30,6 +30,12 @@ fn log_ticks_cover_the_range_in_1_2_5_steps() {
     );
     let labels: Vec<String> = t.iter().map(|v| log_tick_label(*v)).collect();
     assert_eq!(labels[..3], ["0.02", "0.05", "0.1"]);
+    // Far from 1, powers of ten: a decimal label would print 1e-7 as "0".
+    let far: Vec<String> = [1e-7, 2e-5, 1e-4, 1e6, 5e8]
+        .iter()
+        .map(|v| log_tick_label(*v))
+        .collect();
+    assert_eq!(far, ["1e-7", "2e-5", "0.0001", "1e6", "5e8"]);
     assert_eq!(
         log_ticks(32.0, 7936.0),
         [20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0, 10000.0]
