@@ -57,7 +57,7 @@ impl TaskScan {
         let mut tasks = HashMap::new();
         for &pid in pids.iter().filter(|p| !ours.contains(p)) {
             for tid in procfs::tids(roots, pid) {
-                let Some((run_ns, slices)) = schedstat(roots, pid, tid) else {
+                let Some((run_ns, _, slices)) = procfs::schedstat(roots, pid, tid) else {
                     continue;
                 };
                 let share = affinity::get_thread(tid)
@@ -144,21 +144,6 @@ fn descendants_of(root: i32, parent: &HashMap<i32, i32>) -> HashSet<i32> {
     out
 }
 
-/// A thread's CPU time (ns) and timeslices from its `schedstat`.
-fn schedstat(roots: &Roots, pid: i32, tid: i32) -> Option<(u64, u64)> {
-    let path = roots
-        .proc
-        .join(pid.to_string())
-        .join("task")
-        .join(tid.to_string())
-        .join("schedstat");
-    let text = std::fs::read_to_string(path).ok()?;
-    let mut f = text.split_whitespace().map(|x| x.parse::<u64>().ok());
-    let run = f.next()??;
-    let _wait = f.next()??;
-    Some((run, f.next()??))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,9 +178,9 @@ mod tests {
             TaskScan::read(&roots, &all, -1),
             TaskScan::read(&roots, &all, me),
         );
-        let c0 = schedstat(&roots, pid, pid).expect("child schedstat");
+        let c0 = procfs::schedstat(&roots, pid, pid).expect("child schedstat");
         std::thread::sleep(Duration::from_millis(150));
-        let c1 = schedstat(&roots, pid, pid).expect("child schedstat");
+        let c1 = procfs::schedstat(&roots, pid, pid).expect("child schedstat");
         let (b_all, b_ours) = (
             TaskScan::read(&roots, &all, -1),
             TaskScan::read(&roots, &all, me),
@@ -206,7 +191,7 @@ mod tests {
         let everything = a_all.since(&b_all);
         assert!(b_all.tasks.contains_key(&pid) && b_all.tasks.contains_key(&me));
         assert!(everything.run_ns >= (c1.0 - c0.0) as f64, "{everything:?}");
-        assert!(everything.runs >= (c1.1 - c0.1) as f64, "{everything:?}");
+        assert!(everything.runs >= (c1.2 - c0.2) as f64, "{everything:?}");
         assert!(everything.tasks >= 1 && everything.window_ns > 0);
         assert!(!b_ours.tasks.contains_key(&pid) && !b_ours.tasks.contains_key(&me));
         assert!(!a_ours.tasks.contains_key(&pid) && !a_ours.tasks.contains_key(&me));

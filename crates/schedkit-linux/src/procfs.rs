@@ -64,14 +64,8 @@ impl ThreadStat {
         let mut t = parse_stat(&stat)
             .ok_or_else(|| Error::Input(format!("{}: unparsable", d.join("stat").display())))?;
         t.pid = pid;
-        if let Ok(s) = std::fs::read_to_string(d.join("schedstat")) {
-            let v: Vec<u64> = s
-                .split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            if v.len() >= 3 {
-                (t.run_ns, t.wait_ns, t.timeslices) = (v[0], v[1], v[2]);
-            }
+        if let Some(v) = schedstat(roots, pid, tid) {
+            (t.run_ns, t.wait_ns, t.timeslices) = v;
         }
         if let Ok(s) = std::fs::read_to_string(d.join("status")) {
             for l in s.lines() {
@@ -84,6 +78,14 @@ impl ThreadStat {
         }
         Ok(t)
     }
+}
+
+/// `/proc/PID/task/TID/schedstat`: ns on a CPU, ns waiting on a run queue, timeslices
+/// (`None` where the thread is gone or the file is short).
+pub fn schedstat(roots: &Roots, pid: i32, tid: i32) -> Option<(u64, u64, u64)> {
+    let s = std::fs::read_to_string(thread_dir(roots, pid, tid).join("schedstat")).ok()?;
+    let mut f = s.split_whitespace().map(|x| x.parse::<u64>().ok());
+    Some((f.next()??, f.next()??, f.next()??))
 }
 
 /// Reads `/proc/PID/task/TID/stat` alone (state, flags, start time, CPU): one open and
