@@ -193,4 +193,23 @@ mod tests {
             .to_string();
         assert!(err.contains("scenario a twice"), "{err}");
     }
+
+    #[test]
+    fn the_wake_path_and_the_other_work_are_replayed_and_optional() {
+        let scs = [sc("a.toml")];
+        let with = rep().replace(
+            r#""migrations_per_s":0.0}"#,
+            r#""migrations_per_s":0.0,"outside":{"runs_per_s":40.0,"busy_ms_per_s":6.0}}"#,
+        );
+        let text = format!(r#"{{"wake_path_ns":16500,"real":[["a",[{with}]]]}}"#);
+        let mut rec = Recorded::parse("f.json", &text, &scs).expect("matches");
+        assert_eq!(rec.wake_path().unwrap(), Some(Nanos(16_500)));
+        let m = rec.run(&scs[0]).unwrap();
+        assert_eq!(m.outside.map(|o| o.runs_per_s), Some(40.0));
+        // A file recorded before either was measured replays without them.
+        let old = format!(r#"{{"real":[["a",[{r}]]]}}"#, r = rep());
+        let mut rec = Recorded::parse("f.json", &old, &scs).expect("matches");
+        assert_eq!(rec.wake_path().unwrap(), None);
+        assert_eq!(rec.run(&scs[0]).unwrap().outside, None);
+    }
 }

@@ -220,4 +220,38 @@ mod tests {
         assert!((8..=9).contains(&m.wakeups), "{m:?}");
         assert!(m.wake_p99_us.unwrap() <= 4_000.0, "{m:?}");
     }
+
+    #[test]
+    fn the_simulated_scenario_has_the_stand_ins_and_the_measured_wake_path() {
+        let file = "cores = 2\n[policy]\nname = \"default\"\n[run]\nhorizon = \"1s\"\n\
+                    [[process]]\nname = \"hog\"\n";
+        let sc = Scenario::parse("t.toml", file).unwrap();
+        let real = Measure {
+            outside: Some(Outside {
+                runs_per_s: 40.0,
+                busy_ms_per_s: 6.0,
+            }),
+            ..Measure::default()
+        };
+        let s = simulated(&sc, &[real], 0, PolicyName::Eevdf, Some(Nanos(16_500))).unwrap();
+        assert_eq!(s.policy().name(), PolicyName::Eevdf);
+        assert_eq!(s.policy().wake_path(), Nanos(16_500));
+        let names: Vec<&str> = s.processes().iter().map(|p| p.name()).collect();
+        assert_eq!(
+            names,
+            ["hog", ENGINE_THREAD, "other-work-0", "other-work-1"]
+        );
+        // Without measurements: the sampler's stand-in alone and the model's default path.
+        let s = simulated(&sc, &[Measure::default()], 0, PolicyName::Eevdf, None).unwrap();
+        assert_eq!(s.processes().len(), 2);
+        assert_eq!(s.policy().wake_path(), DEFAULT_WAKE_PATH);
+        // A file that sets its own wake-up path keeps it.
+        let own = Scenario::parse(
+            "t.toml",
+            &file.replace("\"default\"", "\"default\"\nwake_path = \"5us\""),
+        )
+        .unwrap();
+        let s = simulated(&own, &[], 0, PolicyName::Eevdf, Some(Nanos(16_500))).unwrap();
+        assert_eq!(s.policy().wake_path(), Nanos::from_us(5));
+    }
 }
