@@ -33,7 +33,7 @@ struct Counts {
 }
 
 /// The other tasks over a window: their runs and CPU time on the job's CPUs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct OtherTasks {
     /// Runs (schedstat timeslices), weighted by each task's share of the job's CPUs.
     pub runs: f64,
@@ -43,6 +43,17 @@ pub struct OtherTasks {
     pub window_ns: u64,
     /// How many tasks ran in it.
     pub tasks: usize,
+    /// Each of those tasks' runs and CPU time (weighted the same way), the largest CPU time
+    /// first: how long a run of other work lasts depends on whose it is (a `kdamond` pass of
+    /// milliseconds, a `kworker` item of microseconds).
+    pub by_task: Vec<TaskRuns>,
+}
+
+/// One other task's runs and CPU time over the window (see [`OtherTasks`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct TaskRuns {
+    pub runs: f64,
+    pub run_ns: f64,
 }
 
 impl TaskScan {
@@ -96,12 +107,18 @@ impl TaskScan {
                 Some(a) => (b.run_ns - a.run_ns, b.slices - a.slices),
                 None => (b.run_ns, b.slices),
             };
-            if slices > 0 {
+            if slices > 0 && b.share > 0.0 {
+                let t = TaskRuns {
+                    runs: slices as f64 * b.share,
+                    run_ns: run as f64 * b.share,
+                };
                 out.tasks += 1;
-                out.runs += slices as f64 * b.share;
-                out.run_ns += run as f64 * b.share;
+                out.runs += t.runs;
+                out.run_ns += t.run_ns;
+                out.by_task.push(t);
             }
         }
+        out.by_task.sort_by(|a, b| b.run_ns.total_cmp(&a.run_ns));
         out
     }
 }
@@ -193,6 +210,14 @@ mod tests {
         assert!(everything.run_ns >= (c1.0 - c0.0) as f64, "{everything:?}");
         assert!(everything.runs >= (c1.2 - c0.2) as f64, "{everything:?}");
         assert!(everything.tasks >= 1 && everything.window_ns > 0);
+        // The per-task parts add up to the totals, the largest first.
+        assert_eq!(everything.by_task.len(), everything.tasks);
+        let sum: f64 = everything.by_task.iter().map(|t| t.run_ns).sum();
+        assert!((sum - everything.run_ns).abs() <= 1e-6 * everything.run_ns.max(1.0));
+        assert!(everything
+            .by_task
+            .windows(2)
+            .all(|w| w[0].run_ns >= w[1].run_ns));
         assert!(!b_ours.tasks.contains_key(&pid) && !b_ours.tasks.contains_key(&me));
         assert!(!a_ours.tasks.contains_key(&pid) && !a_ours.tasks.contains_key(&me));
     }

@@ -6,7 +6,7 @@
 //! what the command line needs before a run: the default files, the models and the check that
 //! every file runs under the kernel's scheduler.
 
-use super::{quantile, response_ms, shares, Measure, Outside, RealRunner};
+use super::{quantile, response_ms, shares, Measure, Outside, OutsideTask, RealRunner};
 use crate::Error;
 use schedkit_core::report::Metrics;
 use schedkit_core::scenario::{PolicyName, Scenario};
@@ -110,13 +110,26 @@ impl RealRunner for KernelRunner {
             wakeups: wakes.len(),
             switches_per_s: switches as f64 / (end_ns / 1e9),
             migrations_per_s: migrations as f64 / (end_ns / 1e9),
-            outside: o.frame.other_tasks.filter(|t| t.window_ns > 0).map(|t| {
-                let secs = t.window_ns as f64 / 1e9;
-                Outside {
-                    runs_per_s: t.runs / secs,
-                    busy_ms_per_s: t.run_ns / 1e6 / secs,
-                }
-            }),
+            outside: o
+                .frame
+                .other_tasks
+                .as_ref()
+                .filter(|t| t.window_ns > 0)
+                .map(|t| {
+                    let secs = t.window_ns as f64 / 1e9;
+                    Outside {
+                        runs_per_s: t.runs / secs,
+                        busy_ms_per_s: t.run_ns / 1e6 / secs,
+                        by_task: t
+                            .by_task
+                            .iter()
+                            .map(|k| OutsideTask {
+                                runs_per_s: k.runs / secs,
+                                mean_run_us: k.run_ns / k.runs.max(1e-9) / 1e3,
+                            })
+                            .collect(),
+                    }
+                }),
             names,
         })
     }

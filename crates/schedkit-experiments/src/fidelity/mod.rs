@@ -47,7 +47,9 @@ mod recorded;
 mod simulated;
 pub use judge::{as_close_somewhere, judge, Bound, Judged, Part, Scale, Verdict};
 pub use kernel::{load_scenarios, parse_models, scenario_files, KernelRunner, MachineState};
-pub use outside::{mean_of_draws, render_other_work, with_outside_work, Outside, OTHER_WORK};
+pub use outside::{
+    mean_of_draws, render_other_work, with_outside_work, Outside, OutsideTask, OTHER_WORK,
+};
 pub use recorded::Recorded;
 pub use simulated::{render_wake_path, sim_measure, simulated, with_engine_thread, ENGINE_THREAD};
 

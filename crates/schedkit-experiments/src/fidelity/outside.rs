@@ -31,7 +31,7 @@ pub const OTHER_WORK: &str = "other-work";
 
 /// Other work on the job's CPUs during one real run: the tasks outside the job and outside
 /// schedkit, their runs weighted by the share of the job's CPUs among the CPUs each may use.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Outside {
     /// Their runs (schedstat timeslices) per second of the window, all the job's CPUs
     /// together.
@@ -39,19 +39,60 @@ pub struct Outside {
     /// Their CPU time per second of the window (ms/s: 10 is 1 % of one CPU), all the job's
     /// CPUs together.
     pub busy_ms_per_s: f64,
+    /// The same per task (absent in files recorded before it was measured: then every run
+    /// is drawn with the overall mean length).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_task: Vec<OutsideTask>,
+}
+
+/// One other task's share of [`Outside`]: its runs per second and their mean length.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutsideTask {
+    pub runs_per_s: f64,
+    pub mean_run_us: f64,
 }
 
 impl Outside {
-    /// The mean over the repeats that measured it (`None` when none did).
+    /// The mean over the repeats that measured it (`None` when none did): the totals
+    /// averaged, and every repeat's tasks together, each at its rate over the repeats.
     pub fn mean(reals: &[Measure]) -> Option<Outside> {
-        let xs: Vec<Outside> = reals.iter().filter_map(|m| m.outside).collect();
+        let xs: Vec<&Outside> = reals.iter().filter_map(|m| m.outside.as_ref()).collect();
         (!xs.is_empty()).then(|| {
             let n = xs.len() as f64;
             Outside {
                 runs_per_s: xs.iter().map(|o| o.runs_per_s).sum::<f64>() / n,
                 busy_ms_per_s: xs.iter().map(|o| o.busy_ms_per_s).sum::<f64>() / n,
+                by_task: xs
+                    .iter()
+                    .flat_map(|o| o.by_task.iter())
+                    .map(|t| OutsideTask {
+                        runs_per_s: t.runs_per_s / n,
+                        mean_run_us: t.mean_run_us,
+                    })
+                    .collect(),
             }
         })
+    }
+
+    /// A run's length, ns: with the tasks measured, whose run it is drawn in proportion to
+    /// their rates and its length exponential with that task's mean; without, exponential
+    /// with the overall mean. `u` and `pick` are uniform draws in (0, 1].
+    fn run_ns(&self, pick: f64, u: f64) -> f64 {
+        let total: f64 = self.by_task.iter().map(|t| t.runs_per_s).sum();
+        let mean = if total > 0.0 {
+            let mut left = pick * total;
+            self.by_task
+                .iter()
+                .find(|t| {
+                    left -= t.runs_per_s;
+                    left <= 0.0
+                })
+                .or(self.by_task.last())
+                .map_or(0.0, |t| t.mean_run_us * 1e3)
+        } else {
+            self.mean_run_ns().unwrap_or(0.0)
+        };
+        -mean * u.ln()
     }
 
     /// The mean length of a run, ns (`None` without runs).
@@ -67,9 +108,9 @@ const MIN_PHASE_NS: f64 = 1_000.0;
 /// `sc` with one stand-in per core for the other work `o` (module docs), the `draw`-th of
 /// its random draws; `sc` itself when `o` has no runs.
 pub fn with_outside_work(sc: &Scenario, o: &Outside, draw: u64) -> Result<Scenario, Error> {
-    let Some(mean_run) = o.mean_run_ns() else {
+    if o.mean_run_ns().is_none() {
         return Ok(sc.clone());
-    };
+    }
     let cores = sc.cores().max(1);
     let rate_per_ns = o.runs_per_s / cores as f64 / 1e9;
     // The pattern repeats after its last phase: draw past the horizon so that it never does
@@ -81,14 +122,12 @@ pub fn with_outside_work(sc: &Scenario, o: &Outside, draw: u64) -> Result<Scenar
         let mut rng = ChaCha8Rng::seed_from_u64(
             sc.policy().seed() ^ (draw << 32) ^ (0x6f74_6865_7200 + core as u64),
         );
-        let mut exp = |mean: f64| -> Nanos {
-            // Inverse transform of a uniform draw in (0, 1].
-            let u: f64 = 1.0 - rng.gen::<f64>();
-            Nanos((-mean * u.ln()).max(MIN_PHASE_NS) as u64)
-        };
+        // Uniform draws in (0, 1] (inverse transforms take their logarithm).
+        let mut unit = || 1.0 - rng.gen::<f64>();
         let (mut phases, mut t) = (Vec::new(), 0.0);
         while t < cover {
-            let (gap, run) = (exp(1.0 / rate_per_ns), exp(mean_run));
+            let gap = Nanos((-unit().ln() / rate_per_ns).max(MIN_PHASE_NS) as u64);
+            let run = Nanos(o.run_ns(unit(), unit()).max(MIN_PHASE_NS) as u64);
             t += (gap.0 + run.0) as f64;
             phases.push(Phase::Sleep(gap));
             phases.push(Phase::Run(run));
@@ -201,6 +240,7 @@ mod tests {
         let o = Outside {
             runs_per_s: 60.0,
             busy_ms_per_s: 18.0,
+            ..Outside::default()
         };
         let s = with_outside_work(&scenario(), &o, 0).unwrap();
         assert_eq!(s.processes().len(), 3);
@@ -277,6 +317,7 @@ mod tests {
             outside: Some(Outside {
                 runs_per_s: 40.0,
                 busy_ms_per_s: 8.0,
+                ..Outside::default()
             }),
             ..Measure::default()
         };
@@ -291,6 +332,49 @@ mod tests {
         assert!(t.contains("not measured (simulated without it): b"), "{t}");
         let none = render_other_work(&[("b".into(), vec![Measure::default()])]);
         assert!(none.contains("not measured in these real runs"), "{none}");
+    }
+
+    #[test]
+    fn runs_are_drawn_from_the_tasks_that_were_measured() {
+        // 38 short runs a second (0.1 ms) and 2 long ones (2 ms), over two repeats that
+        // measured them: the stand-in's runs are mostly short, some milliseconds long, and
+        // its CPU time is what the tasks used (7.8 ms/s).
+        let task = |r, us| OutsideTask {
+            runs_per_s: r,
+            mean_run_us: us,
+        };
+        let rep = Measure {
+            outside: Some(Outside {
+                runs_per_s: 40.0,
+                busy_ms_per_s: 7.8,
+                by_task: vec![task(38.0, 100.0), task(2.0, 2000.0)],
+            }),
+            ..Measure::default()
+        };
+        let o = Outside::mean(&[rep.clone(), rep]).unwrap();
+        assert_eq!(o.by_task.len(), 4);
+        assert!((o.by_task.iter().map(|t| t.runs_per_s).sum::<f64>() - 40.0).abs() < 1e-9);
+        let text = "cores = 1\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"60s\"\n\
+                    [[process]]\nname = \"hog\"\n";
+        let s = with_outside_work(&Scenario::parse("t.toml", text).unwrap(), &o, 0).unwrap();
+        let runs: Vec<u64> = s.processes()[1]
+            .pattern()
+            .unwrap()
+            .iter()
+            .filter_map(|p| match p {
+                Phase::Run(d) => Some(d.0),
+                Phase::Sleep(_) => None,
+            })
+            .collect();
+        let n = runs.len() as f64;
+        // About 40/s over 61 s.
+        assert!((2000.0..2900.0).contains(&n), "{n} runs");
+        let long = runs.iter().filter(|&&r| r > 1_000_000).count() as f64;
+        // 5 % of runs are the long task's, of which exp(-0.5) = 61 % last over 1 ms; the
+        // short task's do so with probability exp(-10).
+        assert!((0.015..0.05).contains(&(long / n)), "{long} of {n}");
+        let mean_us = runs.iter().sum::<u64>() as f64 / n / 1e3;
+        assert!((160.0..235.0).contains(&mean_us), "{mean_us} us");
     }
 
     #[test]

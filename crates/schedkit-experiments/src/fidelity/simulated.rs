@@ -230,6 +230,7 @@ mod tests {
             outside: Some(Outside {
                 runs_per_s: 40.0,
                 busy_ms_per_s: 6.0,
+                ..Outside::default()
             }),
             ..Measure::default()
         };
