@@ -11,12 +11,18 @@
 //! next tick (3.3-3.7 ms). Without them the model's cycles are exact and lock: one CPU of
 //! sleepers-hogs never had a long wait at all.
 //!
-//! The stand-in: on each simulated core, one fair thread (nice 0) pinned there, whose runs
-//! arrive as a Poisson process at the measured rate divided among the cores and last an
-//! exponentially distributed time of the measured mean (the real engine measures only the
-//! count and the total, and these are the distributions that assume nothing more). The
-//! random draws come from a ChaCha stream seeded by the scenario's `[policy] seed` and the
-//! core, so a replay is reproducible. [`super::sim_measure`] leaves it out of every metric.
+//! The stand-in: on each simulated core, one real-time thread pinned there, whose runs
+//! arrive as a Poisson process at the measured rate divided among the cores; each run is one
+//! of the measured tasks' (drawn in proportion to their rates) and lasts an exponentially
+//! distributed time of that task's mean run (the real engine measures each task's count and
+//! total only, and these are the distributions that assume nothing more; a file recorded
+//! before the per-task counts draws every run with the overall mean). Real-time, not a
+//! nice-0 fair thread: with the job's autogroup at nice -20 (weight 88,761) a root-level
+//! task of weight 1,024 hardly counts in the loads the balancer compares, as a real-time task
+//! does not, and it gets its CPU within a slice; a group-less model with a fair stand-in
+//! moved the job's threads for it (docs/results/fidelity.md). The random draws come from a
+//! ChaCha stream seeded by the scenario's `[policy] seed`, the draw and the core, so a
+//! replay is reproducible. [`super::sim_measure`] leaves it out of every metric.
 
 use super::Measure;
 use crate::Error;
@@ -127,7 +133,10 @@ pub fn with_outside_work(sc: &Scenario, o: &Outside, draw: u64) -> Result<Scenar
         let (mut phases, mut t) = (Vec::new(), 0.0);
         while t < cover {
             let gap = Nanos((-unit().ln() / rate_per_ns).max(MIN_PHASE_NS) as u64);
-            let run = Nanos(o.run_ns(unit(), unit()).max(MIN_PHASE_NS) as u64);
+            // Which task's run it is takes a draw only where tasks were measured, so a file
+            // recorded without them replays the same stand-in as before they were.
+            let pick = if o.by_task.is_empty() { 1.0 } else { unit() };
+            let run = Nanos(o.run_ns(pick, unit()).max(MIN_PHASE_NS) as u64);
             t += (gap.0 + run.0) as f64;
             phases.push(Phase::Sleep(gap));
             phases.push(Phase::Run(run));
@@ -195,7 +204,8 @@ pub fn render_other_work(real: &[(String, Vec<Measure>)]) -> String {
     let mut out = String::from(
         "\nother work on the job's CPUs during the real runs (tasks outside the job and \
          schedkit; mean of the repeats),\nsimulated as a real-time stand-in per core \
-         (Poisson runs of exponential length), one draw per real repeat:\n",
+         (Poisson runs, each of a measured task's mean length, exponential), one draw per \
+         real repeat:\n",
     );
     out += &format!(
         "{:<22} {:>8} {:>10} {:>12}\n",
