@@ -130,7 +130,9 @@ fn ppid(roots: &Roots, pid: i32) -> Option<i32> {
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// `root` and every process below it in `parent`.
+/// `root` and every process below it in `parent`. From every process's parent rather than
+/// the `children` files the sampler walks (`run::sampler::descendants`), which are empty
+/// without CONFIG_PROC_CHILDREN: leaving the job out must not depend on it.
 fn descendants_of(root: i32, parent: &HashMap<i32, i32>) -> HashSet<i32> {
     let mut out = HashSet::from([root]);
     // Walk each process's chain up until it reaches a known answer; memoised in `out` and

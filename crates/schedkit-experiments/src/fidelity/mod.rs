@@ -179,18 +179,16 @@ pub fn run(
             reals.push(real.run(sc)?);
             progress.step();
         }
+        // The other work the repeats met, once for every model and draw.
+        let other = Outside::mean(&reals);
         for &model in &opts.models {
             progress.message(&format!("{name}: simulated under {model}"));
             // With the other work's random stand-in, as many draws as real repeats, averaged
             // as they are; without it the simulation is exact and once is enough.
-            let draws = if Outside::mean(&reals).is_some() {
-                reals.len()
-            } else {
-                1
-            };
+            let draws = if other.is_some() { reals.len() } else { 1 };
             let mut ms = Vec::with_capacity(draws);
             for draw in 0..draws as u64 {
-                let s = simulated(sc, &reals, draw, model, wake_path)?;
+                let s = simulated(sc, other.as_ref(), draw, model, wake_path)?;
                 let (report, log, _) = schedkit_sim::simulate_report(&s, true)?;
                 ms.push(sim_measure(sc, &report, &log.expect("trace kept")));
             }

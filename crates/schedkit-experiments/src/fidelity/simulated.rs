@@ -41,7 +41,7 @@ pub fn with_engine_thread(sc: &Scenario) -> Result<Scenario, Error> {
 /// measured and the file keeps the default.
 pub fn simulated(
     sc: &Scenario,
-    reals: &[Measure],
+    other: Option<&Outside>,
     draw: u64,
     model: PolicyName,
     wake_path: Option<Nanos>,
@@ -51,8 +51,8 @@ pub fn simulated(
         policy = policy.with_wake_path(p);
     }
     let s = with_engine_thread(sc)?;
-    let s = match Outside::mean(reals) {
-        Some(o) => with_outside_work(&s, &o, draw)?,
+    let s = match other {
+        Some(o) => with_outside_work(&s, o, draw)?,
         None => s,
     };
     Ok(s.with_policy_spec(policy)?)
@@ -234,7 +234,15 @@ mod tests {
             }),
             ..Measure::default()
         };
-        let s = simulated(&sc, &[real], 0, PolicyName::Eevdf, Some(Nanos(16_500))).unwrap();
+        let other = Outside::mean(&[real]);
+        let s = simulated(
+            &sc,
+            other.as_ref(),
+            0,
+            PolicyName::Eevdf,
+            Some(Nanos(16_500)),
+        )
+        .unwrap();
         assert_eq!(s.policy().name(), PolicyName::Eevdf);
         assert_eq!(s.policy().wake_path(), Nanos(16_500));
         let names: Vec<&str> = s.processes().iter().map(|p| p.name()).collect();
@@ -243,7 +251,7 @@ mod tests {
             ["hog", ENGINE_THREAD, "other-work-0", "other-work-1"]
         );
         // Without measurements: the sampler's stand-in alone and the model's default path.
-        let s = simulated(&sc, &[Measure::default()], 0, PolicyName::Eevdf, None).unwrap();
+        let s = simulated(&sc, None, 0, PolicyName::Eevdf, None).unwrap();
         assert_eq!(s.processes().len(), 2);
         assert_eq!(s.policy().wake_path(), DEFAULT_WAKE_PATH);
         // A file that sets its own wake-up path keeps it.
@@ -252,7 +260,7 @@ mod tests {
             &file.replace("\"default\"", "\"default\"\nwake_path = \"5us\""),
         )
         .unwrap();
-        let s = simulated(&own, &[], 0, PolicyName::Eevdf, Some(Nanos(16_500))).unwrap();
+        let s = simulated(&own, None, 0, PolicyName::Eevdf, Some(Nanos(16_500))).unwrap();
         assert_eq!(s.policy().wake_path(), Nanos::from_us(5));
     }
 }
