@@ -206,6 +206,8 @@ fn raw_policy(p: &PolicySpec) -> RawPolicy {
             .as_ref()
             .map(|g| Val::new(wide(g.cores_per_node as u64))),
         trim: Some(p.trim),
+        task_group: Some(p.task_group),
+        spawner: p.spawner.clone().map(Val::new),
     }
 }
 

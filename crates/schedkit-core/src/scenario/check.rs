@@ -19,6 +19,11 @@ pub(super) fn build(loc: &Locator, raw: RawScenario) -> Result<Scenario, Scenari
         Some(c) => *c.get_ref() as usize,
         None => 1,
     };
+    // Checked once the processes are known.
+    let spawner = raw
+        .policy
+        .as_ref()
+        .and_then(|p| p.get_ref().spawner.clone());
     let policy = match raw.policy {
         None => PolicySpec::new(PolicyName::Fcfs),
         Some(p) => {
@@ -58,6 +63,17 @@ pub(super) fn build(loc: &Locator, raw: RawScenario) -> Result<Scenario, Scenari
     let mut tasks = Vec::with_capacity(raw.task.len());
     for t in raw.task {
         tasks.push(task(loc, t, cores, &mut names)?);
+    }
+    if let Some(s) = spawner.filter(|s| !processes.iter().any(|p| &p.name == s.get_ref())) {
+        return Err(loc.err(
+            s.span(),
+            "policy.spawner",
+            format!(
+                "no process named \"{}\"{}",
+                s.get_ref(),
+                crate::validate::did_you_mean(s.get_ref(), processes.iter().map(|p| p.name.as_str()))
+            ),
+        ));
     }
     Ok(Scenario {
         file: loc.file.to_string(),
@@ -420,6 +436,10 @@ fn policy_counts(loc: &Locator, p: &RawPolicy, spec: &mut PolicySpec) -> Result<
     if let Some(t) = p.trim {
         spec.trim = t;
     }
+    if let Some(t) = p.task_group {
+        spec.task_group = t;
+    }
+    spec.spawner = p.spawner.as_ref().map(|s| s.get_ref().clone());
     if let Some(i) = &p.imbalance_pct {
         if !(100..=1000).contains(i.get_ref()) {
             return Err(loc.err(

@@ -154,6 +154,21 @@ pub struct PolicySpec {
     /// its load there, which biases the shares of groups of different thread counts).
     /// Default true; the simulator's groups are exact and ignore it.
     pub(super) trim: bool,
+    /// The `eevdf` model: the scenario's fair threads form one task group (in `schedkit run`
+    /// they are threads of schedkit, in its session's autogroup), so each core's load as the
+    /// balancer sees it is the group entity's share of the group's weight there. Default
+    /// true; false makes every thread a root-level task (autogroup off).
+    #[serde(skip_serializing_if = "is_true")]
+    pub(super) task_group: bool,
+    /// The `eevdf` model: the process whose first thread creates every new thread (in
+    /// `schedkit run`, schedkit's engine thread): a new thread's fork path takes that thread's
+    /// core as its local group. Default none (no thread is the local one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) spawner: Option<String>,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// `[policy] comm` and `cores_per_node`: the simulated cluster behind gang switch costs.
@@ -214,6 +229,8 @@ impl PolicySpec {
             imbalance_pct: 125,
             gang_overhead: None,
             trim: true,
+            task_group: true,
+            spawner: None,
         }
     }
 }
@@ -269,6 +286,20 @@ params! {
     imbalance_pct / with_imbalance_pct: u32;
     /// Whether `process-fair` and `tenants` correct cgroup weights on real cores.
     trim / with_trim: bool;
+    /// Whether the `eevdf` model puts the fair threads in one task group.
+    task_group / with_task_group: bool;
+}
+
+impl PolicySpec {
+    /// The process whose first thread creates the others in the `eevdf` model's fork path.
+    pub fn spawner(&self) -> Option<&str> {
+        self.spawner.as_deref()
+    }
+    /// Sets the spawner; checked (it must name a process) when the scenario is built.
+    pub fn with_spawner(mut self, name: Option<String>) -> PolicySpec {
+        self.spawner = name;
+        self
+    }
 }
 
 impl PolicySpec {

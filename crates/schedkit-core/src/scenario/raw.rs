@@ -74,6 +74,8 @@ pub(super) struct RawPolicy {
     pub(super) comm: Option<Val<String>>,
     pub(super) cores_per_node: Option<Val<i64>>,
     pub(super) trim: Option<bool>,
+    pub(super) task_group: Option<bool>,
+    pub(super) spawner: Option<Val<String>>,
 }
 
 #[derive(Deserialize)]

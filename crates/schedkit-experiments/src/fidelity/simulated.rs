@@ -38,7 +38,8 @@ pub fn with_engine_thread(sc: &Scenario) -> Result<Scenario, Error> {
 /// The scenario `model` simulates for `sc`: with the stand-ins for the real engine's
 /// sampler and for the other work the real repeats met (their mean; the `draw`-th random
 /// draw of it), both left out of every metric, and the machine's wake-up path where it was
-/// measured and the file keeps the default.
+/// measured and the file keeps the default. The sampler's stand-in is also the spawner (the
+/// real engine creates the job's threads from that thread) unless the file names its own.
 pub fn simulated(
     sc: &Scenario,
     other: Option<&Outside>,
@@ -49,6 +50,9 @@ pub fn simulated(
     let mut policy = sc.policy().clone().with_name(model);
     if let Some(p) = wake_path.filter(|_| policy.wake_path() == DEFAULT_WAKE_PATH) {
         policy = policy.with_wake_path(p);
+    }
+    if policy.spawner().is_none() {
+        policy = policy.with_spawner(Some(ENGINE_THREAD.to_string()));
     }
     let s = with_engine_thread(sc)?;
     let s = match other {

@@ -132,6 +132,9 @@ use balance::{busy_rounds, Lb, MAX_PINNED_INTERVAL};
 mod pelt;
 use super::rt_class::{is_rt, RtClass};
 use pelt::Avg;
+#[path = "eevdf_group.rs"]
+mod group;
+use group::GroupEnt;
 #[path = "eevdf_queue.rs"]
 mod queue;
 #[path = "eevdf_slice.rs"]
@@ -231,6 +234,8 @@ struct RunQueue {
     /// new thread is placed (`find_dst_cpu`).
     util: Avg,
     runnable: Avg,
+    /// The task group's entity on this core (`eevdf_group.rs`).
+    group: GroupEnt,
 }
 
 /// The EEVDF dispatcher.
@@ -292,6 +297,12 @@ pub struct Eevdf {
     /// idle core whenever a thread waits anywhere), it pulls only in its periodic idle
     /// balance, as an idle CPU sleeps until a busy one's tick kicks its balance.
     was_busy: Vec<bool>,
+    /// `[policy] task_group`, and the group's total load (`tg->load_avg`), `eevdf_group.rs`.
+    task_group: bool,
+    tg_load: u64,
+    /// `[policy] spawner`: its process index, resolved on the first arrival.
+    spawner: Option<usize>,
+    spawner_name: Option<String>,
     #[cfg(test)]
     log: Vec<PickLog>,
 }
@@ -347,7 +358,13 @@ impl Eevdf {
             catch_up: spec.context_switch().0 == 0,
             rt: RtClass::new(cores),
             tick_next: vec![None; cores],
-            was_busy: vec![true; cores],
+            // Cores start idle: an idle CPU pulls at its periodic idle balance, not as one that
+            // just ran out of work (newidle).
+            was_busy: vec![false; cores],
+            task_group: spec.task_group(),
+            tg_load: 0,
+            spawner: None,
+            spawner_name: spec.spawner().map(str::to_string),
             #[cfg(test)]
             log: Vec::new(),
         }
@@ -572,6 +589,9 @@ impl Dispatcher for Eevdf {
     fn enqueue(&mut self, ctx: &Ctx, slot: Slot, why: Enqueue) {
         self.ensure(slot);
         self.now = ctx.now.0;
+        if let Some(name) = self.spawner_name.take() {
+            self.spawner = ctx.scenario.processes().iter().position(|p| p.name() == name);
+        }
         if self.rt.enqueue(ctx, slot, why) {
             return;
         }
@@ -627,6 +647,7 @@ impl Dispatcher for Eevdf {
             let rq = &mut self.rqs[core];
             rq.avg.advance(self.now, rq.load);
             rq.avg.load += weight;
+            self.group_attach(core, weight, weight);
         } else {
             let from = self.ents[slot as usize].core;
             self.ents[slot as usize].la.advance(self.now, 0);

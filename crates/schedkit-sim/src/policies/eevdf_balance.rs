@@ -69,6 +69,13 @@ impl Eevdf {
         self.now = ctx.now.0;
         self.settle_all(ctx);
         self.rounds += 1;
+        // entity_tick -> update_cfs_group: a core with work reweights its group entity at its
+        // tick, before the balancing softirq reads the loads.
+        for c in 0..self.rqs.len() {
+            if self.rqs[c].nr > 0 {
+                self.group_update(c);
+            }
+        }
         // sched_balance_domains: a core balances when its own interval since its own last
         // balance has passed; idle ones every round (an idle CPU's interval is
         // msecs_to_jiffies(sd_weight ms), one jiffy here), busy ones every `busy_rounds` of
@@ -108,9 +115,8 @@ impl Eevdf {
             };
         }
         if busy_round {
-            for (rq, l) in self.rqs.iter_mut().zip(self.loads.iter_mut()) {
-                rq.avg.advance(self.now, rq.load);
-                *l = rq.avg.load;
+            for c in 0..self.rqs.len() {
+                self.loads[c] = self.root_load(c);
             }
         }
         // The most loaded queue with a waiting thread changes only when something moves, so
@@ -203,12 +209,15 @@ impl Eevdf {
     /// overloaded when more than one thread is runnable and `util x imbalance_pct` exceeds
     /// the capacity (or `runnable x 100` exceeds `capacity x imbalance_pct`), fully busy when
     /// it has no spare capacity left by the same tests, else with spare capacity. The
-    /// idlest group is the lowest class (`update_pick_idlest`); among groups with spare
+    /// idlest other group is the lowest class (`update_pick_idlest`); among groups with spare
     /// capacity the one with more idle CPUs, then the lower utilisation; among busy ones
-    /// the lower load average; the first on a tie. The forking thread (schedkit's spawner
-    /// in a real run) is no scenario thread, so no group is the local one, and the idlest
-    /// wins as when the kernel skips the local group. So on two CPUs a new thread goes to
-    /// an idle one first, then beside a new thread whose initial utilisation
+    /// the lower load (`root_load`); the first on a tie. Against the local group (the
+    /// spawner's core, the spawner counted as running there, `eevdf_group.rs`) the new thread
+    /// stays local unless the idlest is of a lower class, or of the same class with more
+    /// idle CPUs (spare capacity) or, both busy, with a load below the local one by more than
+    /// `imbalance_pct` and `NICE_0_LOAD x (imbalance_pct - 100) / 100`. Without a spawner
+    /// the idlest wins, as when the kernel skips the local group. So on two CPUs a new thread
+    /// goes to an idle one first, then beside a new thread whose initial utilisation
     /// (`post_init_entity_util_avg`: half the spare capacity) still leaves room, before a
     /// core that a long-running thread fills.
     pub(super) fn find_dst_cpu(&self, ctx: &Ctx, slot: Slot) -> usize {
@@ -216,23 +225,45 @@ impl Eevdf {
         let t = ctx.thread(slot);
         let pct = self.imbalance_pct as u64;
         let now = self.now;
-        (0..self.rqs.len())
-            .filter(|&c| t.allowed_on(c))
-            .min_by_key(|&c| {
-                let rq = &self.rqs[c];
-                let nr = rq.nr as u64;
-                let util = rq.util.at_time(now, if nr > 0 { CAP } else { 0 });
-                let runnable = rq.runnable.at_time(now, nr * CAP);
-                let busy_runnable = CAP * pct < runnable * 100;
-                if nr > 1 && (util * pct > CAP * 100 || busy_runnable) {
-                    (2, rq.avg.at_time(now, rq.load), 0)
-                } else if nr >= 1 && (busy_runnable || CAP * 100 <= util * pct) {
-                    (1, rq.avg.at_time(now, rq.load), 0)
-                } else {
-                    (0, u64::from(!self.is_idle(ctx, c)), util)
-                }
-            })
-            .unwrap_or(0)
+        let local = self.spawner_core(ctx).filter(|&c| t.allowed_on(c));
+        // (class, load, idle CPUs, utilisation) of core c.
+        let stats = |c: usize| {
+            let rq = &self.rqs[c];
+            let nr = rq.nr as u64 + u64::from(Some(c) == local);
+            let util = rq.util.at_time(now, if rq.nr > 0 { CAP } else { 0 });
+            let runnable = rq.runnable.at_time(now, rq.nr as u64 * CAP);
+            let busy_runnable = CAP * pct < runnable * 100;
+            let class = if nr > 1 && (util * pct > CAP * 100 || busy_runnable) {
+                2u8
+            } else if nr >= 1 && (busy_runnable || CAP * 100 <= util * pct) {
+                1
+            } else {
+                0
+            };
+            let idle = u64::from(nr == 0 && self.is_idle(ctx, c));
+            (class, self.root_load(c), idle, util)
+        };
+        let idlest = (0..self.rqs.len())
+            .filter(|&c| t.allowed_on(c) && Some(c) != local)
+            .min_by_key(|&c| match stats(c) {
+                (0, _, idle, util) => (0, 1 - idle, util),
+                (class, load, _, _) => (class, load, 0),
+            });
+        let (Some(l), Some(i)) = (local, idlest) else {
+            return idlest.or(local).unwrap_or(0);
+        };
+        let ((lc, ll, li, _), (ic, il, ii, _)) = (stats(l), stats(i));
+        let stay = match lc.cmp(&ic) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            _ if lc == 0 => li >= ii,
+            _ => il >= ll + NICE_0_LOAD * (pct - 100) / 100 || 100 * ll <= pct * il,
+        };
+        if stay {
+            l
+        } else {
+            i
+        }
     }
 
     /// `post_init_entity_util_avg`: a new thread starts with the queue's utilisation per
@@ -442,8 +473,7 @@ impl Eevdf {
             if rem <= 0 {
                 break;
             }
-            let e = &self.ents[s as usize];
-            let load = e.la.at_time(self.now, e.weight).max(1) as i128;
+            let load = self.h_load(s).max(1) as i128;
             if (load >> shift) * n > rem || !self.cold_enough(s, k) {
                 continue;
             }
@@ -452,8 +482,8 @@ impl Eevdf {
             rem -= load * n;
         }
         if moved {
-            self.loads[b] = self.rqs[b].avg.load;
-            self.loads[k] = self.rqs[k].avg.load;
+            self.loads[b] = self.root_load(b);
+            self.loads[k] = self.root_load(k);
         }
         self.failed[k] = if moved { 0 } else { self.failed[k] + 1 };
         if moved {

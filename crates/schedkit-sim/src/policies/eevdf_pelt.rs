@@ -78,12 +78,14 @@ impl super::Eevdf {
         let e = &mut self.ents[slot as usize];
         let w = e.weight;
         e.la.advance(now, 0);
+        self.group_advance(core);
         let rq = &mut self.rqs[core];
         rq.avg.advance(now, rq.load);
         rq.advance_nr(now);
         rq.load += w;
         rq.nr += 1;
         self.total_load += w;
+        self.group_update(core);
     }
 
     /// `slot` stops being runnable on `core` (its load average stays attached).
@@ -92,12 +94,14 @@ impl super::Eevdf {
         let e = &mut self.ents[slot as usize];
         let w = e.weight;
         e.la.advance(now, w);
+        self.group_advance(core);
         let rq = &mut self.rqs[core];
         rq.avg.advance(now, rq.load);
         rq.advance_nr(now);
         rq.load -= w;
         rq.nr -= 1;
         self.total_load -= w;
+        self.group_update(core);
     }
 
     /// Moves `slot`'s load average from `from`'s sum to `to`'s (`migrate_task_rq_fair`:
@@ -107,13 +111,16 @@ impl super::Eevdf {
     pub(super) fn move_load(&mut self, slot: Slot, from: usize, to: Option<usize>) {
         let now = self.now;
         let la = self.ents[slot as usize].la.load;
+        let w = self.ents[slot as usize].weight;
         let rq = &mut self.rqs[from];
         rq.avg.advance(now, rq.load);
         rq.avg.load = rq.avg.load.saturating_sub(la);
+        self.group_detach(from);
         if let Some(to) = to {
             let rq = &mut self.rqs[to];
             rq.avg.advance(now, rq.load);
             rq.avg.load += la;
+            self.group_attach(to, la, w);
         }
     }
 }
