@@ -71,7 +71,10 @@ pub(super) fn build(loc: &Locator, raw: RawScenario) -> Result<Scenario, Scenari
             format!(
                 "no process named \"{}\"{}",
                 s.get_ref(),
-                crate::validate::did_you_mean(s.get_ref(), processes.iter().map(|p| p.name.as_str()))
+                crate::validate::did_you_mean(
+                    s.get_ref(),
+                    processes.iter().map(|p| p.name.as_str())
+                )
             ),
         ));
     }

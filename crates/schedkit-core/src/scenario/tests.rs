@@ -100,6 +100,34 @@ fn the_wake_path_parses_zero_is_allowed_and_a_bad_one_is_located() {
 }
 
 #[test]
+fn the_task_group_and_the_spawner_parse_and_a_spawner_must_name_a_process() {
+    let s = Scenario::parse("t.toml", "[[process]]\nname = \"a\"\n").unwrap();
+    assert!(s.policy().task_group());
+    assert_eq!(s.policy().spawner(), None);
+    let text = "[policy]\nname = \"eevdf\"\ntask_group = false\nspawner = \"eng\"\n\
+                [[process]]\nname = \"a\"\n[[process]]\nname = \"eng\"\n";
+    let s = Scenario::parse("t.toml", text).unwrap();
+    assert!(!s.policy().task_group());
+    assert_eq!(s.policy().spawner(), Some("eng"));
+    // Kept through a builder; left out of a serialised scenario at their defaults.
+    let b = s.to_builder().build().unwrap();
+    assert_eq!(b.policy(), s.policy());
+    let plain = Scenario::parse("t.toml", "[[process]]\nname = \"a\"\n").unwrap();
+    let json = serde_json::to_string(plain.policy()).unwrap();
+    assert!(
+        !json.contains("task_group") && !json.contains("spawner"),
+        "{json}"
+    );
+    // A spawner that is no process: located, with the closest name.
+    let e = err("[policy]\nname = \"eevdf\"\nspawner = \"engn\"\n[[process]]\nname = \"engine\"\n");
+    assert_eq!(e.line, 3, "{e}");
+    assert_eq!(e.field, "policy.spawner", "{e}");
+    assert!(e.to_string().contains("engine"), "{e}");
+    let e = err("[policy]\nname = \"eevdf\"\ntask_group = 1\n[[process]]\nname = \"a\"\n");
+    assert_eq!(e.line, 3, "{e}");
+}
+
+#[test]
 fn patterns_parse_and_errors_are_located() {
     let base = "[[process]]\nname = \"s\"\n";
     let s = Scenario::parse(

@@ -249,6 +249,8 @@ mod tests {
         .unwrap();
         assert_eq!(s.policy().name(), PolicyName::Eevdf);
         assert_eq!(s.policy().wake_path(), Nanos(16_500));
+        // The real engine creates the job's threads from its sampler thread.
+        assert_eq!(s.policy().spawner(), Some(ENGINE_THREAD));
         let names: Vec<&str> = s.processes().iter().map(|p| p.name()).collect();
         assert_eq!(
             names,

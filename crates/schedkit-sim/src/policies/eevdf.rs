@@ -48,48 +48,17 @@
 //!   stays in the queue ("delayed"), still counted in V, until it would be picked (then it
 //!   leaves, its positive lag cut to 0) or wakes (then it stays where it is: a positive lag it
 //!   gained meanwhile is dropped and it is placed afresh at V).
-//! - **Per-core queues and balancing** (`select_task_rq_fair`, `sched_balance_rq`, newidle):
-//!   a new thread goes to the idlest core by `sched_balance_find_dst_cpu` (the fork path:
-//!   spare capacity before fully busy before overloaded, by PELT utilisation and runnable
-//!   averages; then more idle CPUs and less utilisation, or less load; `find_dst_cpu`); a
-//!   waking one to its previous core if that is idle, else to the first idle
-//!   core it may use, else back to its previous core (`select_idle_sibling` on one LLC). A
-//!   core that runs out of work pulls a waiting thread at once (newidle balance); idle cores
-//!   balance every `balance_interval` (and only then: an idle CPU sleeps until a busy one's
-//!   tick kicks its balance, where the engine asks every idle core at every event); busy ones each on its own schedule
-//!   (`sched_balance_domains`, `get_sd_balance_interval`): its `sd->balance_interval` (one
-//!   millisecond per CPU at first, `min_interval`, up to twice that) times `busy_factor` (16),
-//!   in jiffies less one, after its own last balance. `sched_balance_rq` resets the interval
-//!   to `min_interval` after an imbalance (moved or failed) and doubles it when it finds the
-//!   domain balanced, so on 2 CPUs a busy core balances 28 ms after an imbalance and 60 ms
-//!   after a balanced look (the busiest core finds itself balanced).
-//! - **What decides a migration** (`sched_balance_find_src_group`, `calculate_imbalance`,
-//!   `detach_tasks`, `can_migrate_task`, `task_hot`, `migrate_task_rq_fair`): busy cores
-//!   balance **PELT** loads (`eevdf_pelt.rs`: every thread's load average follows its weight
-//!   while runnable and decays with a 32 ms half-life while it sleeps; a queue's load is the
-//!   sum of the averages attached to it, sleepers' blocked load included; a thread's average
-//!   moves with it). Between two overloaded cores nothing moves unless the busiest load
-//!   exceeds the local one by `imbalance_pct` (117 for a one-LLC domain, `sd_init`, when the
-//!   scenario keeps the spec's default 125, seed 004's value for `cfs`); a core running one
-//!   thread takes any excess over the average. The imbalance is
-//!   `min(busiest - avg, avg - local)` (`load_imbalance`). A waiting thread moves when its
-//!   load average, halved once per earlier failed balance (`nr_balance_failed`), fits in
-//!   what is left of it, least recently picked or enqueued first (the tail of `cfs_tasks`), and when it
-//!   is not cache-hot: a thread that stopped running less than `sysctl_sched_migration_cost`
-//!   (0.5 ms) ago stays unless more than `cache_nice_tries` (1) balances of the local core
-//!   failed in a row; a thread whose slice ended at the balancing tick counts as still
-//!   running (`task_on_cpu`: the kernel balances from the tick before it reschedules), so a
-//!   lone thread never looks like a waiting one; and the thread a core switches to at that
-//!   tick is on its CPU too when another core's balance looks (the switch happens at the
-//!   tick's interrupt, the remote balance from a softirq after gathering every queue's
-//!   statistics; traced on 6.18: of 368 tick instants at which a patterned thread waited on
-//!   a core, the other core's balance took it 4 times). A balance that moves nothing counts
-//!   as failed; a balanced pair, a move,
-//!   or finding every candidate pinned elsewhere (`LBF_ALL_PINNED`: no thread of the busiest
-//!   core, its running one included, may run here) resets the count. A
-//!   moved thread keeps its lag and its relative deadline (the migration path since 6.12).
+//! - **Per-core queues, placement and balancing** (`select_task_rq_fair`, the fork path,
+//!   periodic, idle and newidle balance, what decides a migration): stated in
+//!   `eevdf_balance.rs`'s module docs, beside the code.
+//! - **One task group** (`[policy] task_group`, default on; `eevdf_group.rs`): the threads
+//!   are one group's, as a `schedkit run` job's are (schedkit's session autogroup), so a
+//!   core's load for the balancer and the fork path is the group entity's share of the
+//!   group's weight there, recomputed at that core's own updates, and a thread's is its
+//!   share of that (`task_h_load`).
 //!
-//! The placement and balancing code is in `eevdf_balance.rs`, PELT in `eevdf_pelt.rs`.
+//! The placement and balancing code is in `eevdf_balance.rs`, PELT in `eevdf_pelt.rs`, the
+//! task group and the spawner in `eevdf_group.rs`.
 //!
 //! # Left out
 //! **Active balancing** (`need_active_balance`, stopping a running thread to push it). On one
@@ -101,9 +70,10 @@
 //! model never does, and only waiting threads move. Its idle cores pull any waiting thread,
 //! which is what `migrate_task` does. Of PELT: utilisation and runnable averages outside the
 //! fork path (`find_dst_cpu`), partial periods, `LB_MIN`; newidle pulls rank queues by runnable weight, not by
-//! PELT load; newidle balance is never skipped for a short `avg_idle`; no NUMA, SMT or capacity asymmetry; no cgroup hierarchy
-//! (every thread is a task entity of the root: with autogroup, the kernel balances a
-//! session's threads by their hierarchical loads); no custom slices (`sched_attr`),
+//! PELT load; newidle balance is never skipped for a short `avg_idle`; no NUMA, SMT or capacity asymmetry; one task
+//! group at most (`eevdf_group.rs` says what of it); the capacity real-time work takes
+//! (`scale_rt_capacity`: tried, it broke greedy-1-8's migrations, docs/results/fidelity.md);
+//! no custom slices (`sched_attr`),
 //! PREEMPT_SHORT or NEXT_BUDDY (off by default); no `sched_yield`. Ticks of all cores are
 //! aligned at multiples of `tick`.
 //!
@@ -590,7 +560,11 @@ impl Dispatcher for Eevdf {
         self.ensure(slot);
         self.now = ctx.now.0;
         if let Some(name) = self.spawner_name.take() {
-            self.spawner = ctx.scenario.processes().iter().position(|p| p.name() == name);
+            self.spawner = ctx
+                .scenario
+                .processes()
+                .iter()
+                .position(|p| p.name() == name);
         }
         if self.rt.enqueue(ctx, slot, why) {
             return;

@@ -1,7 +1,50 @@
 //! The `eevdf` model's placement and load balancing (`select_task_rq_fair`,
 //! `sched_balance_rq`, newidle balance, `can_migrate_task`): the second half of
-//! `eevdf.rs`'s `impl Eevdf`, cut out to keep that file readable. The rules are stated in
-//! `eevdf.rs`'s module docs ("Per-core queues and balancing", "What decides a migration").
+//! `eevdf.rs`'s `impl Eevdf`, cut out to keep that file readable. The rules:
+//!
+//! - **Per-core queues and balancing** (`select_task_rq_fair`, `sched_balance_rq`, newidle):
+//!   a new thread goes to the idlest core by `sched_balance_find_dst_cpu` (the fork path:
+//!   spare capacity before fully busy before overloaded, by PELT utilisation and runnable
+//!   averages; then more idle CPUs and less utilisation, or less load; against the
+//!   spawner's core, the local group, when `[policy] spawner` names one; `find_dst_cpu`); a
+//!   waking one to its previous core if that is idle, else to the first idle
+//!   core it may use, else back to its previous core (`select_idle_sibling` on one LLC). A
+//!   core that runs out of work pulls a waiting thread at once (newidle balance; cores start
+//!   idle, not out of work); idle cores
+//!   balance every `balance_interval` (and only then: an idle CPU sleeps until a busy one's
+//!   tick kicks its balance, where the engine asks every idle core at every event); busy ones each on its own schedule
+//!   (`sched_balance_domains`, `get_sd_balance_interval`): its `sd->balance_interval` (one
+//!   millisecond per CPU at first, `min_interval`, up to twice that) times `busy_factor` (16),
+//!   in jiffies less one, after its own last balance. `sched_balance_rq` resets the interval
+//!   to `min_interval` after an imbalance (moved or failed) and doubles it when it finds the
+//!   domain balanced, so on 2 CPUs a busy core balances 28 ms after an imbalance and 60 ms
+//!   after a balanced look (the busiest core finds itself balanced).
+//! - **What decides a migration** (`sched_balance_find_src_group`, `calculate_imbalance`,
+//!   `detach_tasks`, `can_migrate_task`, `task_hot`, `migrate_task_rq_fair`): busy cores
+//!   balance **PELT** loads (`eevdf_pelt.rs`: every thread's load average follows its weight
+//!   while runnable and decays with a 32 ms half-life while it sleeps; a queue's load is the
+//!   sum of the averages attached to it, sleepers' blocked load included; a thread's average
+//!   moves with it; with the task group a core's load is the group entity's and a thread's
+//!   its `task_h_load` share of it, `eevdf_group.rs`). Between two overloaded cores nothing moves unless the busiest load
+//!   exceeds the local one by `imbalance_pct` (117 for a one-LLC domain, `sd_init`, when the
+//!   scenario keeps the spec's default 125, seed 004's value for `cfs`); a core running one
+//!   thread takes any excess over the average. The imbalance is
+//!   `min(busiest - avg, avg - local)` (`load_imbalance`). A waiting thread moves when its
+//!   load average, halved once per earlier failed balance (`nr_balance_failed`), fits in
+//!   what is left of it, least recently picked or enqueued first (the tail of `cfs_tasks`), and when it
+//!   is not cache-hot: a thread that stopped running less than `sysctl_sched_migration_cost`
+//!   (0.5 ms) ago stays unless more than `cache_nice_tries` (1) balances of the local core
+//!   failed in a row; a thread whose slice ended at the balancing tick counts as still
+//!   running (`task_on_cpu`: the kernel balances from the tick before it reschedules), so a
+//!   lone thread never looks like a waiting one; and the thread a core switches to at that
+//!   tick is on its CPU too when another core's balance looks (the switch happens at the
+//!   tick's interrupt, the remote balance from a softirq after gathering every queue's
+//!   statistics; traced on 6.18: of 368 tick instants at which a patterned thread waited on
+//!   a core, the other core's balance took it 4 times). A balance that moves nothing counts
+//!   as failed; a balanced pair, a move,
+//!   or finding every candidate pinned elsewhere (`LBF_ALL_PINNED`: no thread of the busiest
+//!   core, its running one included, may run here) resets the count. A
+//!   moved thread keeps its lag and its relative deadline (the migration path since 6.12).
 
 use super::*;
 

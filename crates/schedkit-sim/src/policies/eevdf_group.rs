@@ -77,11 +77,9 @@ impl Eevdf {
         }
         let l = rq.load.max(la);
         let tg_weight = self.tg_load - g.contrib + l;
-        g.weight = if tg_weight == 0 {
-            MIN_SHARES
-        } else {
-            (SHARES * l / tg_weight).clamp(MIN_SHARES, SHARES)
-        };
+        g.weight = (SHARES * l)
+            .checked_div(tg_weight)
+            .map_or(MIN_SHARES, |w| w.clamp(MIN_SHARES, SHARES));
     }
 
     /// Brings core `c`'s group runnable average up to now before its `nr` changes.
@@ -114,11 +112,9 @@ impl Eevdf {
         }
         self.group_advance(c);
         let rq = &mut self.rqs[c];
-        let est = if rq.load == 0 {
-            0
-        } else {
-            (1024 * rq.avg.load / rq.load).min(1024)
-        };
+        let est = (1024 * rq.avg.load)
+            .checked_div(rq.load)
+            .map_or(0, |e| e.min(1024));
         rq.group.run.load = rq.group.run.load.min(est);
         self.group_update(c);
     }

@@ -487,6 +487,80 @@ fn new_threads_go_to_the_idlest_group_by_class_then_idle_cpus_and_utilisation() 
     assert_eq!(d.rqs[0].util.load, 993);
 }
 
+/// The fork-path case of `new_threads_go_to_the_idlest_group_by_class_then_idle_cpus_and_utilisation`
+/// with a spawner (process 1, a real-time thread that last ran on `spawner_core`) and the
+/// task group on or off: the cores the four new threads go to, and core 1's group weights
+/// after each.
+fn burst_beside_a_hog(spawner_core: usize, task_group: bool) -> (Vec<usize>, Vec<u64>) {
+    let text = format!(
+        "cores = 2\n[policy]\nname = \"eevdf\"\nspawner = \"engine\"\ntask_group = {task_group}\n\
+         [[process]]\nname = \"p\"\nthreads = 5\n\
+         [[process]]\nname = \"engine\"\nclass = \"fifo\"\n\
+         pattern = [{{ run = \"100us\" }}, {{ sleep = \"9900us\" }}]\n"
+    );
+    let sc = Scenario::parse("t.toml", &text).expect("scenario");
+    let mut threads: Vec<SimThread> = (0..5).map(|_| thread(0, 1024)).collect();
+    let mut engine = thread(1, 1024);
+    engine.rt = true;
+    engine.state = ThreadState::Blocked;
+    threads.push(engine);
+    let mut d = Eevdf::new(sc.policy(), 2);
+    let mut running = vec![None, None];
+    d.enqueue(&ctx_at(0, &threads, &running, &sc), 0, Enqueue::New);
+    assert_eq!(d.pick_next(&ctx_at(0, &threads, &running, &sc), 0), Some(0));
+    threads[0].state = ThreadState::Running(0);
+    running[0] = Some(0);
+    // The spawner has run since (on a real machine it created the hog).
+    threads[5].last_core = Some(spawner_core);
+    let mut weights = Vec::new();
+    for s in 1..5 {
+        d.enqueue(
+            &ctx_at(100_000_000, &threads, &running, &sc),
+            s,
+            Enqueue::New,
+        );
+        weights.push(d.rqs[1].group.weight);
+    }
+    let cores = (1..5).map(|s| d.ents[s].core).collect();
+    if task_group && spawner_core == 0 {
+        // The hog's core reweights its entity at its own ticks (entity_tick): at 104 ms with
+        // core 1's contribution still the one of its first thread (refreshed at most once a
+        // millisecond: 1024), so 1024 x 1024 / 2048; at 108 ms with core 1's 4096 (refreshed
+        // at its own tick at 104 ms, after core 0's): 1024 x 1024 / 5120.
+        let mut gw0 = Vec::new();
+        for t in [104_000_000, 108_000_000] {
+            d.balance(&ctx_at(t, &threads, &running, &sc));
+            gw0.push(d.rqs[0].group.weight);
+        }
+        assert_eq!(gw0, [512, 204]);
+    }
+    (cores, weights)
+}
+
+#[test]
+fn a_burst_beside_a_hog_goes_where_the_spawner_and_the_task_group_send_it() {
+    // bench/fidelity/fork-split.c on Linux 6.18, worked by hand. The hog (core 0, util 962
+    // at 100 ms: fully busy alone) and four new threads; T1-T3 fill core 1 to util 896 as in
+    // the test above, so for T4 core 1 is overloaded.
+    // Spawner on the hog's core, task group: core 0 is the local group and, with the
+    // spawner counted, overloaded from the start, so T1-T3 go to core 1 (lower class). The
+    // group's weight on core 1 is its share of the group's load, 1024 x L1 / (1024 + L1):
+    // 512, 682, 768; core 0 keeps its 1024 (recomputed only at its own updates). For T4 both
+    // are overloaded and core 1's load (768) is below core 0's (1024) by more than 17 %:
+    // 100 x 1024 > 117 x 768, so T4 goes to core 1 too (the kernel: 25 of 29 bursts).
+    let (cores, weights) = burst_beside_a_hog(0, true);
+    assert_eq!(cores, [1, 1, 1, 1]);
+    assert_eq!(weights, [512, 682, 768, 819]);
+    // The same without the group: core 1's load is 3 x 1024 against the hog's 1024, so T4
+    // stays local, beside the hog (the kernel with autogroup off and a full initial
+    // utilisation: 17 of 17).
+    assert_eq!(burst_beside_a_hog(0, false).0, [1, 1, 1, 0]);
+    // Spawner on the free core: it is the local group, with spare capacity for T1-T3 (class
+    // 0 beats the hog's fully busy core); for T4 it is overloaded and the hog's core, fully
+    // busy, is a lower class: T4 goes beside the hog (the kernel: 11 of 11).
+    assert_eq!(burst_beside_a_hog(1, true).0, [1, 1, 1, 0]);
+}
+
 #[test]
 fn a_thread_enqueued_after_another_was_picked_is_tried_after_it() {
     // One core's cfs_tasks, worked by hand: A, C and B (slots 0, 1, 2) arrive at 0 on core 0
