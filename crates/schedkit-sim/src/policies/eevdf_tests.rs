@@ -450,6 +450,19 @@ fn a_sleeper_joins_its_queue_one_wake_up_path_after_its_timer() {
     assert_eq!(wakes, timers);
 }
 
+/// Thread 0 arrives at 0 on an idle machine and runs on core 0.
+fn start_hog(
+    d: &mut Eevdf,
+    threads: &mut [SimThread],
+    running: &mut [Option<Slot>],
+    sc: &Scenario,
+) {
+    d.enqueue(&ctx_at(0, threads, running, sc), 0, Enqueue::New);
+    assert_eq!(d.pick_next(&ctx_at(0, threads, running, sc), 0), Some(0));
+    threads[0].state = ThreadState::Running(0);
+    running[0] = Some(0);
+}
+
 #[test]
 fn new_threads_go_to_the_idlest_group_by_class_then_idle_cpus_and_utilisation() {
     // sched_balance_find_dst_cpu on two cores. A hog arrives at 0: both cores idle, utils 0,
@@ -471,10 +484,7 @@ fn new_threads_go_to_the_idlest_group_by_class_then_idle_cpus_and_utilisation() 
     let mut threads: Vec<SimThread> = (0..5).map(|i| thread(i, 1024)).collect();
     let mut d = Eevdf::new(sc.policy(), 2);
     let mut running = vec![None, None];
-    d.enqueue(&ctx_at(0, &threads, &running, &sc), 0, Enqueue::New);
-    assert_eq!(d.pick_next(&ctx_at(0, &threads, &running, &sc), 0), Some(0));
-    threads[0].state = ThreadState::Running(0);
-    running[0] = Some(0);
+    start_hog(&mut d, &mut threads, &mut running, &sc);
     assert_eq!(d.rqs[0].util.load, 512);
     let t = 100_000_000;
     for s in 1..5 {
@@ -506,10 +516,7 @@ fn burst_beside_a_hog(spawner_core: usize, task_group: bool) -> (Vec<usize>, Vec
     threads.push(engine);
     let mut d = Eevdf::new(sc.policy(), 2);
     let mut running = vec![None, None];
-    d.enqueue(&ctx_at(0, &threads, &running, &sc), 0, Enqueue::New);
-    assert_eq!(d.pick_next(&ctx_at(0, &threads, &running, &sc), 0), Some(0));
-    threads[0].state = ThreadState::Running(0);
-    running[0] = Some(0);
+    start_hog(&mut d, &mut threads, &mut running, &sc);
     // The spawner has run since (on a real machine it created the hog).
     threads[5].last_core = Some(spawner_core);
     let mut weights = Vec::new();
