@@ -29,7 +29,9 @@
 //! load for `detach_tasks` is its own average times that over the queue's
 //! (`task_h_load`). The group's shares are 1024 (a nice-0 autogroup): the balancer's
 //! decisions depend on ratios of these loads, not on their scale, except through the
-//! `MIN_SHARES` floor.
+//! `MIN_SHARES` floor and the fork path's fixed margin (`NICE_0_LOAD x (imbalance_pct -
+//! 100) / 100`, 174), which under a nice -20 autogroup's 88761 shares (the fidelity runs')
+//! is negligible and here is not.
 //!
 //! **The spawner.** The kernel's fork path compares the CPU the forking thread runs on (the
 //! local group, the forking thread counted in its `nr_running`) with the idlest other one,
