@@ -111,6 +111,7 @@ fn print_result(
     print!("{}", fidelity::render_table(&result.rows));
     print!("{}", fidelity::TABLE_LEGEND);
     print!("{}", fidelity::render_wake_path(result.wake_path_ns));
+    print!("{}", fidelity::MODEL_SETUP);
     print!("{}", fidelity::render_other_work(&result.real));
     let worse = fidelity::eevdf_not_closer(&result.rows);
     if worse.is_empty() {

@@ -51,7 +51,9 @@ pub use outside::{
     mean_of_draws, render_other_work, with_outside_work, Outside, OutsideTask, OTHER_WORK,
 };
 pub use recorded::Recorded;
-pub use simulated::{render_wake_path, sim_measure, simulated, with_engine_thread, ENGINE_THREAD};
+pub use simulated::{
+    render_wake_path, sim_measure, simulated, with_engine_thread, ENGINE_THREAD, MODEL_SETUP,
+};
 
 /// The stated bound on the migrations/s error: the absolute difference, per second.
 pub const MIGRATIONS_BOUND: f64 = 2.0;

@@ -62,6 +62,12 @@ pub fn simulated(
     Ok(s.with_policy_spec(policy)?)
 }
 
+/// What else the simulated side assumes of a real run, for the report (`simulated`).
+pub const MODEL_SETUP: &str = "simulated as the real runs are made: the engine's sampler (a \
+     real-time thread, left out of every metric) is the spawner of every thread, and under \
+     eevdf the job's threads form one task group, as in the real run's autogroup (a file's \
+     own `spawner` or `task_group = false` is kept)\n";
+
 /// The wake-up path the models were given, in a sentence for the report.
 pub fn render_wake_path(ns: Option<u64>) -> String {
     match ns {
