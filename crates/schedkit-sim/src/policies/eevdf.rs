@@ -58,7 +58,8 @@
 //!   share of that (`task_h_load`).
 //!
 //! The placement and balancing code is in `eevdf_balance.rs`, PELT in `eevdf_pelt.rs`, the
-//! task group and the spawner in `eevdf_group.rs`.
+//! task group and the spawner in `eevdf_group.rs`, V, eligibility and the pick in
+//! `eevdf_pick.rs`.
 //!
 //! # Left out
 //! **Active balancing** (`need_active_balance`, stopping a running thread to push it). On one
@@ -105,6 +106,8 @@ use pelt::Avg;
 #[path = "eevdf_group.rs"]
 mod group;
 use group::GroupEnt;
+#[path = "eevdf_pick.rs"]
+mod pick;
 #[path = "eevdf_queue.rs"]
 mod queue;
 #[path = "eevdf_slice.rs"]
@@ -161,6 +164,9 @@ struct Ent {
     left: u64,
     /// Its PELT load average, attached to the queue of `core` (also while it sleeps).
     la: Avg,
+    /// Its PELT utilisation (1024 while it runs), part of its queue's `util` until it exits
+    /// or moves (`remove_entity_load_avg`, `attach_entity_load_avg`).
+    ua: Avg,
 }
 
 const OFF: Ent = Ent {
@@ -177,6 +183,7 @@ const OFF: Ent = Ent {
     picked: 0,
     left: u64::MAX,
     la: Avg { load: 0, at: 0 },
+    ua: Avg { load: 0, at: 0 },
 };
 
 #[derive(Default)]
@@ -200,8 +207,10 @@ struct RunQueue {
     /// `load`.
     avg: Avg,
     /// PELT utilisation and runnable averages of the queue (`util_avg`, `runnable_avg`):
-    /// 1024 while anything is runnable here, and 1024 per runnable thread; read only where a
-    /// new thread is placed (`find_dst_cpu`).
+    /// 1024 while anything is runnable here, and 1024 per runnable thread; a thread that
+    /// exits or moves takes its own share with it (its `ua`, and its load average per unit
+    /// of weight), as `remove_entity_load_avg` does; read only where a new thread is placed
+    /// (`find_dst_cpu`).
     util: Avg,
     runnable: Avg,
     /// The task group's entity on this core (`eevdf_group.rs`).
@@ -403,63 +412,6 @@ impl Eevdf {
         }
     }
 
-    /// Sums over the tree and the running thread (flushed).
-    fn sums(&mut self, core: usize) -> (i128, u64) {
-        let rq = &self.rqs[core];
-        let (mut wv, mut w) = (rq.sum_wv, rq.sum_w);
-        if let Some(c) = rq.curr {
-            self.flush(c);
-            let e = &self.ents[c as usize];
-            wv += e.weight as i128 * e.vruntime as i128;
-            w += e.weight;
-        }
-        (wv, w)
-    }
-
-    /// V, the queue's weighted average vruntime (floored), or its last value when empty.
-    fn avg_vruntime(&mut self, core: usize) -> i64 {
-        let (wv, w) = self.sums(core);
-        if w > 0 {
-            self.rqs[core].zero = wv.div_euclid(w as i128) as i64;
-        }
-        self.rqs[core].zero
-    }
-
-    fn eligible(sums: (i128, u64), v: i64) -> bool {
-        sums.0 >= v as i128 * sums.1 as i128
-    }
-
-    /// The eligible thread with the earliest deadline among the tree and `with` (the running
-    /// thread, if it is still on the queue). Delayed threads found first leave the queue.
-    fn pick_eevdf(&mut self, core: usize, with: Option<Slot>) -> Option<Slot> {
-        loop {
-            let sums = self.sums(core);
-            let curr = with.filter(|&c| Self::eligible(sums, self.ents[c as usize].vruntime));
-            let elig =
-                |k: &&(i64, u64, Slot)| Self::eligible(sums, self.ents[k.2 as usize].vruntime);
-            // The earliest deadline is usually eligible: look at it before building an
-            // iterator (which finds both ends of the tree).
-            let tree = &self.rqs[core].tree;
-            let found = match tree.first() {
-                Some(k) if elig(&k) => Some(*k),
-                Some(_) => tree.iter().skip(1).find(elig).copied(),
-                None => None,
-            };
-            let best = match (found, curr) {
-                // entity_before: the running thread wins only with a strictly earlier deadline.
-                (Some(b), Some(c)) if self.ents[c as usize].deadline < b.0 => return Some(c),
-                (Some(b), _) => b.2,
-                (None, Some(c)) => return Some(c),
-                // Nothing eligible (only after rounding): the earliest deadline.
-                (None, None) => self.rqs[core].tree.first()?.2,
-            };
-            if self.ents[best as usize].at != At::Delayed {
-                return Some(best);
-            }
-            self.finish_delayed(best);
-        }
-    }
-
     // --- leaving and joining ----------------------------------------------------------------
 
     /// `V - v`, clamped to the lag limit.
@@ -488,6 +440,7 @@ impl Eevdf {
             return;
         }
         self.flush(s);
+        self.ents[s as usize].ua.advance(self.now, 1024);
         let sums = self.sums(core);
         let lag = self.lag(s, core);
         self.rqs[core].curr = None;
@@ -575,6 +528,7 @@ impl Dispatcher for Eevdf {
             let e = self.ents[slot as usize];
             // put_prev_entity, after update_deadline if the slice is used up.
             self.flush(slot);
+            self.ents[slot as usize].ua.advance(self.now, 1024);
             let core = e.core;
             if self.rqs[core].curr == Some(slot) {
                 self.rqs[core].curr = None;
@@ -615,7 +569,8 @@ impl Dispatcher for Eevdf {
         self.ents[slot as usize].pending = 0;
         let core = self.select_core(ctx, slot, !new);
         if new {
-            self.post_init_util(core, weight);
+            let u = self.post_init_util(core, weight);
+            self.ents[slot as usize].ua = Avg::new(u, self.now);
             // init_entity_runnable_average: a new task counts its full weight at once.
             self.ents[slot as usize].la = Avg::new(weight, self.now);
             let rq = &mut self.rqs[core];
@@ -668,6 +623,7 @@ impl Dispatcher for Eevdf {
             let e = &mut self.ents[slot as usize];
             e.vprot = e.deadline;
         }
+        self.ents[slot as usize].ua.advance(self.now, 0);
         self.ents[slot as usize].at = At::Running;
         self.rqs[core].curr = Some(slot);
         // The engine has charged every running thread up to now before it asks for picks.

@@ -312,7 +312,7 @@ impl Eevdf {
     /// `post_init_entity_util_avg`: a new thread starts with the queue's utilisation per
     /// unit of load times its weight, at most half the capacity the queue has left (all of
     /// that half on an idle queue), and as much runnable average; it joins the queue's sums.
-    pub(super) fn post_init_util(&mut self, core: usize, weight: u64) {
+    pub(super) fn post_init_util(&mut self, core: usize, weight: u64) -> u64 {
         let now = self.now;
         let rq = &mut self.rqs[core];
         rq.advance_nr(now);
@@ -325,6 +325,7 @@ impl Eevdf {
         };
         rq.util.load += u;
         rq.runnable.load += u;
+        u
     }
 
     /// `update_curr` before a thread joins `core`'s queue (`enqueue_entity` calls it before

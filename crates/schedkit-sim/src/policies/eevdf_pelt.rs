@@ -110,16 +110,26 @@ impl super::Eevdf {
     /// average is up to date.
     pub(super) fn move_load(&mut self, slot: Slot, from: usize, to: Option<usize>) {
         let now = self.now;
-        let la = self.ents[slot as usize].la.load;
-        let w = self.ents[slot as usize].weight;
+        let running = self.ents[slot as usize].at == super::At::Running;
+        let e = &mut self.ents[slot as usize];
+        e.ua.advance(now, if running { 1024 } else { 0 });
+        let (la, w, ua) = (e.la.load, e.weight, e.ua.load);
+        // Its runnable average, per unit of weight as its load average is.
+        let ra = la * 1024 / w.max(1);
         let rq = &mut self.rqs[from];
         rq.avg.advance(now, rq.load);
         rq.avg.load = rq.avg.load.saturating_sub(la);
+        rq.advance_nr(now);
+        rq.util.load = rq.util.load.saturating_sub(ua);
+        rq.runnable.load = rq.runnable.load.saturating_sub(ra);
         self.group_detach(from);
         if let Some(to) = to {
             let rq = &mut self.rqs[to];
             rq.avg.advance(now, rq.load);
             rq.avg.load += la;
+            rq.advance_nr(now);
+            rq.util.load += ua;
+            rq.runnable.load += ra;
             self.group_attach(to, la, w);
         }
     }

@@ -569,6 +569,33 @@ fn a_burst_beside_a_hog_goes_where_the_spawner_and_the_task_group_send_it() {
 }
 
 #[test]
+fn an_exiting_thread_takes_its_utilisation_with_it() {
+    // remove_entity_load_avg at exit: A (new on an idle core, utilisation 512) runs 10 ms and
+    // exits; its utilisation, 1024 - 512 y^9 = 603 after the 9 whole periods, was all of the
+    // queue's, which drops to 0. B, new at 10 ms, meets an empty queue and starts at half the
+    // capacity, 512 (with the queue's average left to decay it would meet 603 and start at
+    // (1024 - 603) / 2 = 210).
+    let sc = Scenario::parse(
+        "t.toml",
+        "cores = 1\n[policy]\nname = \"eevdf\"\n[[process]]\nname = \"p\"\nthreads = 2\n",
+    )
+    .expect("scenario");
+    let mut threads: Vec<SimThread> = (0..2).map(|i| thread(i, 1024)).collect();
+    let mut d = Eevdf::new(sc.policy(), 1);
+    let mut running = vec![None];
+    start_hog(&mut d, &mut threads, &mut running, &sc);
+    let t = 10_000_000;
+    threads[0].state = ThreadState::Done;
+    running[0] = None;
+    assert_eq!(d.pick_next(&ctx_at(t, &threads, &running, &sc), 0), None);
+    assert_eq!(d.ents[0].ua.load, 603);
+    assert_eq!(d.rqs[0].util.load, 0);
+    d.enqueue(&ctx_at(t, &threads, &running, &sc), 1, Enqueue::New);
+    assert_eq!(d.ents[1].ua.load, 512);
+    assert_eq!(d.rqs[0].util.load, 512);
+}
+
+#[test]
 fn a_thread_enqueued_after_another_was_picked_is_tried_after_it() {
     // One core's cfs_tasks, worked by hand: A, C and B (slots 0, 1, 2) arrive at 0 on core 0
     // (pinned there while the schedule is driven), slice 1.4 ms, tick 4 ms. Picks: A at 0,
