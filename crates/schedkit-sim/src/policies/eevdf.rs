@@ -282,6 +282,8 @@ pub struct Eevdf {
     /// `[policy] spawner`: its process index, resolved on the first arrival.
     spawner: Option<usize>,
     spawner_name: Option<String>,
+    /// The spawner's thread (its first live one), found at the first arrival after it ran.
+    spawner_slot: Option<usize>,
     #[cfg(test)]
     log: Vec<PickLog>,
 }
@@ -344,6 +346,7 @@ impl Eevdf {
             tg_load: 0,
             spawner: None,
             spawner_name: spec.spawner().map(str::to_string),
+            spawner_slot: None,
             #[cfg(test)]
             log: Vec::new(),
         }

@@ -228,7 +228,7 @@ impl Eevdf {
     }
 
     /// `select_task_rq_fair` on one LLC (module docs).
-    pub(super) fn select_core(&self, ctx: &Ctx, slot: Slot, woken: bool) -> usize {
+    pub(super) fn select_core(&mut self, ctx: &Ctx, slot: Slot, woken: bool) -> usize {
         let t = ctx.thread(slot);
         let n = self.rqs.len();
         if woken {
@@ -263,15 +263,16 @@ impl Eevdf {
     /// goes to an idle one first, then beside a new thread whose initial utilisation
     /// (`post_init_entity_util_avg`: half the spare capacity) still leaves room, before a
     /// core that a long-running thread fills.
-    pub(super) fn find_dst_cpu(&self, ctx: &Ctx, slot: Slot) -> usize {
+    pub(super) fn find_dst_cpu(&mut self, ctx: &Ctx, slot: Slot) -> usize {
         const CAP: u64 = 1024;
         let t = ctx.thread(slot);
-        let pct = self.imbalance_pct as u64;
-        let now = self.now;
         let local = self.spawner_core(ctx).filter(|&c| t.allowed_on(c));
+        let this = &*self;
+        let pct = this.imbalance_pct as u64;
+        let now = this.now;
         // (class, load, idle CPUs, utilisation) of core c.
         let stats = |c: usize| {
-            let rq = &self.rqs[c];
+            let rq = &this.rqs[c];
             let nr = rq.nr as u64 + u64::from(Some(c) == local);
             let util = rq.util.at_time(now, if rq.nr > 0 { CAP } else { 0 });
             let runnable = rq.runnable.at_time(now, rq.nr as u64 * CAP);
@@ -283,10 +284,10 @@ impl Eevdf {
             } else {
                 0
             };
-            let idle = u64::from(nr == 0 && self.is_idle(ctx, c));
-            (class, self.root_load(c), idle, util)
+            let idle = u64::from(nr == 0 && this.is_idle(ctx, c));
+            (class, this.root_load(c), idle, util)
         };
-        let idlest = (0..self.rqs.len())
+        let idlest = (0..this.rqs.len())
             .filter(|&c| t.allowed_on(c) && Some(c) != local)
             .min_by_key(|&c| match stats(c) {
                 (0, _, idle, util) => (0, 1 - idle, util),

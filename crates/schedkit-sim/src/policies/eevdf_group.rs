@@ -147,13 +147,21 @@ impl Eevdf {
     }
 
     /// The core of the spawner (where its first thread, still alive, last ran), if the
-    /// scenario names one and it has run.
-    pub(super) fn spawner_core(&self, ctx: &Ctx) -> Option<usize> {
+    /// scenario names one and it has run. The thread is looked up once and then kept while
+    /// its slot still holds it (slots of finished threads are reused), since the fork path
+    /// asks at every arrival.
+    pub(super) fn spawner_core(&mut self, ctx: &Ctx) -> Option<usize> {
         let p = self.spawner?;
-        ctx.threads
-            .iter()
-            .find(|t| t.process == Some(p) && t.state != ThreadState::Done)
-            .and_then(|t| t.last_core)
+        let alive = |s: usize| {
+            ctx.threads
+                .get(s)
+                .is_some_and(|t| t.process == Some(p) && t.state != ThreadState::Done)
+        };
+        if !self.spawner_slot.is_some_and(alive) {
+            self.spawner_slot = (0..ctx.threads.len()).find(|&s| alive(s));
+        }
+        ctx.threads[self.spawner_slot?]
+            .last_core
             .filter(|&c| c < self.rqs.len())
     }
 }
