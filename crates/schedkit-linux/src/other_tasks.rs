@@ -92,7 +92,8 @@ impl TaskScan {
     }
 
     /// What ran from this scan to `later`. A task that was not there before (or whose
-    /// counts went back: its id was reused) counts from zero.
+    /// counts went back: its id was reused) counts from zero; one that ran without a new
+    /// timeslice counts as one run.
     pub fn since(&self, later: &TaskScan) -> OtherTasks {
         let mut out = OtherTasks {
             window_ns: later.at.saturating_duration_since(self.at).as_nanos() as u64,
@@ -107,9 +108,11 @@ impl TaskScan {
                 Some(a) => (b.run_ns - a.run_ns, b.slices - a.slices),
                 None => (b.run_ns, b.slices),
             };
-            if slices > 0 && b.share > 0.0 {
+            // A task that ran the whole window without being switched out has no new
+            // timeslice: it is one run, still going (a hog alone on a CPU).
+            if (slices > 0 || run > 0) && b.share > 0.0 {
                 let t = TaskRuns {
-                    runs: slices as f64 * b.share,
+                    runs: slices.max(1) as f64 * b.share,
                     run_ns: run as f64 * b.share,
                 };
                 out.tasks += 1;
@@ -178,14 +181,46 @@ mod tests {
     }
 
     #[test]
+    fn a_task_that_ran_without_a_new_timeslice_counts_as_one_run() {
+        // Task 7 ran 150 ms still in the timeslice it had (a hog alone on its CPU), task 8
+        // was switched in twice for 1 ms, task 9 did not run: 7 and 8 count, 9 does not.
+        let c = |run_ns, slices| Counts {
+            run_ns,
+            slices,
+            share: 1.0,
+        };
+        let at = Instant::now();
+        let a = TaskScan {
+            at,
+            tasks: HashMap::from([(7, c(20_000_000, 1)), (8, c(5, 3)), (9, c(9, 9))]),
+        };
+        let b = TaskScan {
+            at,
+            tasks: HashMap::from([(7, c(170_000_000, 1)), (8, c(1_000_005, 5)), (9, c(9, 9))]),
+        };
+        let o = a.since(&b);
+        assert_eq!(o.tasks, 2);
+        assert_eq!(o.runs, 3.0);
+        assert_eq!(o.run_ns, 151_000_000.0);
+        assert_eq!(
+            o.by_task[0],
+            TaskRuns {
+                runs: 1.0,
+                run_ns: 150_000_000.0
+            }
+        );
+    }
+
+    #[test]
     fn a_busy_process_counts_unless_it_is_ours() {
         // A real child spinning between two scans. Scanned as another run's engine would
         // see it (`own_pid` of no process: everything is other), its CPU time and runs are
         // in the count; scanned as ours (`own_pid` = this process, its parent), neither this
         // process nor the child is. Nothing timed: the child's own schedstat is the yardstick.
         let roots = Roots::host();
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let all = CpuSet::parse_list(&format!("0-{}", cpus - 1)).unwrap();
+        // The job is every online CPU, so the child's share is 1 whichever CPUs it may use
+        // (`0..available_parallelism` counts this thread's CPUs and cgroup quotas instead).
+        let all = crate::topo::Topology::host().expect("topology").online;
         let mut child = std::process::Command::new("sh")
             .args(["-c", "while :; do :; done"])
             .spawn()
