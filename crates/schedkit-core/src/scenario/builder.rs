@@ -208,6 +208,7 @@ fn raw_policy(p: &PolicySpec) -> RawPolicy {
         trim: Some(p.trim),
         task_group: Some(p.task_group),
         spawner: p.spawner.clone().map(Val::new),
+        newidle_ratio: Some(Val::new(i64::from(p.newidle_ratio))),
     }
 }
 

@@ -453,6 +453,16 @@ fn policy_counts(loc: &Locator, p: &RawPolicy, spec: &mut PolicySpec) -> Result<
         }
         spec.imbalance_pct = *i.get_ref() as u32;
     }
+    if let Some(r) = &p.newidle_ratio {
+        if !(0..=1024).contains(r.get_ref()) {
+            return Err(loc.err(
+                r.span(),
+                "policy.newidle_ratio",
+                "must be between 0 and 1024 (successes per 1024 newidle balances)",
+            ));
+        }
+        spec.newidle_ratio = *r.get_ref() as u32;
+    }
     Ok(())
 }
 

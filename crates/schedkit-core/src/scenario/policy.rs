@@ -165,6 +165,19 @@ pub struct PolicySpec {
     /// core as its local group. Default none (no thread is the local one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) spawner: Option<String>,
+    /// The `eevdf` model: each core's newidle success ratio at the start (0..=1024; the
+    /// kernel's `sd->newidle_ratio`, NI_RANDOM). Default [`DEFAULT_NEWIDLE_RATIO`], the
+    /// kernel's boot value.
+    #[serde(skip_serializing_if = "is_default_newidle_ratio")]
+    pub(super) newidle_ratio: u32,
+}
+
+/// The default `newidle_ratio`: `sd_init`'s 512 (a 50 % success rate), the state a kernel
+/// boots with.
+pub const DEFAULT_NEWIDLE_RATIO: u32 = 512;
+
+fn is_default_newidle_ratio(r: &u32) -> bool {
+    *r == DEFAULT_NEWIDLE_RATIO
 }
 
 fn is_true(b: &bool) -> bool {
@@ -231,6 +244,7 @@ impl PolicySpec {
             trim: true,
             task_group: true,
             spawner: None,
+            newidle_ratio: DEFAULT_NEWIDLE_RATIO,
         }
     }
 }
@@ -288,6 +302,8 @@ params! {
     trim / with_trim: bool;
     /// Whether the `eevdf` model puts the fair threads in one task group.
     task_group / with_task_group: bool;
+    /// The `eevdf` model's newidle success ratio at the start.
+    newidle_ratio / with_newidle_ratio: u32;
 }
 
 impl PolicySpec {

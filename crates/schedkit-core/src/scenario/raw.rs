@@ -76,6 +76,7 @@ pub(super) struct RawPolicy {
     pub(super) trim: Option<bool>,
     pub(super) task_group: Option<bool>,
     pub(super) spawner: Option<Val<String>>,
+    pub(super) newidle_ratio: Option<Val<i64>>,
 }
 
 #[derive(Deserialize)]

@@ -50,7 +50,8 @@
 //!   gained meanwhile is dropped and it is placed afresh at V).
 //! - **Per-core queues, placement and balancing** (`select_task_rq_fair`, the fork path,
 //!   periodic, idle and newidle balance, what decides a migration): stated in
-//!   `eevdf_balance.rs`'s module docs, beside the code.
+//!   `eevdf_balance.rs`'s module docs, beside the code; newidle balance's proportional
+//!   randomisation (NI_RANDOM, 6.19 and 6.18.5 and later) in `eevdf_newidle.rs`.
 //! - **One task group** (`[policy] task_group`, default on; `eevdf_group.rs`): the threads
 //!   are one group's, as a `schedkit run` job's are (schedkit's session autogroup), so a
 //!   core's load for the balancer and the fork path is the group entity's share of the
@@ -106,6 +107,9 @@ use pelt::Avg;
 #[path = "eevdf_group.rs"]
 mod group;
 use group::GroupEnt;
+#[path = "eevdf_newidle.rs"]
+mod newidle;
+use newidle::NewIdle;
 #[path = "eevdf_pick.rs"]
 mod pick;
 #[path = "eevdf_queue.rs"]
@@ -284,6 +288,12 @@ pub struct Eevdf {
     spawner_name: Option<String>,
     /// The spawner's thread (its first live one), found at the first arrival after it ran.
     spawner_slot: Option<usize>,
+    /// Per core: newidle balance's success statistics (`eevdf_newidle.rs`), and the model's
+    /// own random stream for its die.
+    newidle: Vec<NewIdle>,
+    rng: rand_chacha::ChaCha8Rng,
+    /// When idle cores' blocked load is next refreshed (`eevdf_balance.rs`).
+    next_blocked: u64,
     #[cfg(test)]
     log: Vec<PickLog>,
 }
@@ -347,6 +357,11 @@ impl Eevdf {
             spawner: None,
             spawner_name: spec.spawner().map(str::to_string),
             spawner_slot: None,
+            newidle: vec![NewIdle::starting_at(spec.newidle_ratio()); cores],
+            // Its own stream ("newidle" in ASCII mixed into the seed), so that the die does not
+            // shift other policies' draws of the same seed.
+            rng: rand::SeedableRng::seed_from_u64(spec.seed() ^ 0x006e_6577_6964_6c65),
+            next_blocked: 0,
             #[cfg(test)]
             log: Vec::new(),
         }
@@ -604,8 +619,8 @@ impl Dispatcher for Eevdf {
             self.was_busy[core] = true;
             return Some(s);
         }
-        if self.rqs[core].nr == 0 && self.waiting > 0 && self.was_busy[core] {
-            self.idle_pull(ctx, core);
+        if self.rqs[core].nr == 0 && self.was_busy[core] {
+            self.newidle(ctx, core);
         }
         if self.rqs[core].nr == 0 {
             self.was_busy[core] = false;
@@ -770,6 +785,9 @@ impl Dispatcher for Eevdf {
     }
 }
 
+#[cfg(test)]
+#[path = "eevdf_placement_tests.rs"]
+mod placement_tests;
 #[cfg(test)]
 #[path = "eevdf_tests.rs"]
 mod tests;

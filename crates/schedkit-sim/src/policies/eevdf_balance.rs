@@ -9,8 +9,9 @@
 //!   spawner's core, the local group, when `[policy] spawner` names one; `find_dst_cpu`); a
 //!   waking one to its previous core if that is idle, else to the first idle
 //!   core it may use, else back to its previous core (`select_idle_sibling` on one LLC). A
-//!   core that runs out of work pulls a waiting thread at once (newidle balance; cores start
-//!   idle, not out of work); idle cores
+//!   core that runs out of work may pull a waiting thread at once (newidle balance, tried with
+//!   the chance its recent success rate gives, `eevdf_newidle.rs`; cores start idle, not out
+//!   of work); idle cores
 //!   balance every `balance_interval` (and only then: an idle CPU sleeps until a busy one's
 //!   tick kicks its balance, where the engine asks every idle core at every event); busy ones each on its own schedule
 //!   (`sched_balance_domains`, `get_sd_balance_interval`): its `sd->balance_interval` (one
@@ -50,6 +51,10 @@ use super::*;
 
 /// The kernel's `busy_factor`: a CPU that has work balances this many times less often.
 pub(super) const BUSY_FACTOR: u64 = 16;
+
+/// `LOAD_AVG_PERIOD` ms: how often the nohz idle balancer refreshes idle CPUs' blocked
+/// load (`nohz.next_blocked`).
+const NOHZ_BLOCKED_EVERY: u64 = 32_000_000;
 
 /// `sd->min_interval` of the one domain (`sd_init`): `sd_weight` ms, the domain's CPU count
 /// (`max_interval` is twice that).
@@ -113,9 +118,18 @@ impl Eevdf {
         self.settle_all(ctx);
         self.rounds += 1;
         // entity_tick -> update_cfs_group: a core with work reweights its group entity at its
-        // tick, before the balancing softirq reads the loads.
+        // tick, before the balancing softirq reads the loads. An idle core's blocked load,
+        // and so its contribution to the group's load, is brought up to date by the nohz
+        // idle balancer's stats kick (`update_blocked_averages`), at most every
+        // LOAD_AVG_PERIOD ms (`nohz.next_blocked`): without it a core whose threads exited
+        // within a millisecond of its last refresh would count them in the group's load for
+        // good, and keep the other cores' group weights low.
+        let blocked = self.now >= self.next_blocked;
+        if blocked {
+            self.next_blocked = self.now + NOHZ_BLOCKED_EVERY;
+        }
         for c in 0..self.rqs.len() {
-            if self.rqs[c].nr > 0 {
+            if self.rqs[c].nr > 0 || blocked {
                 self.group_update(c);
             }
         }
@@ -471,6 +485,30 @@ impl Eevdf {
         } else {
             Lb::Balanced
         }
+    }
+
+    /// Core `k` has just run out of work: a newidle balance, tried with the chance its
+    /// success rate gives when the root domain is overloaded (`eevdf_newidle.rs`).
+    pub(super) fn newidle(&mut self, ctx: &Ctx, k: usize) {
+        if !self.rd_overloaded(ctx) {
+            return;
+        }
+        // sched_balance_update_blocked_averages, before the domain loop and its die.
+        self.group_update(k);
+        let Some(weight) = self.newidle[k].throw(&mut self.rng) else {
+            return;
+        };
+        let pulled = self.waiting > 0 && self.idle_pull(ctx, k) == Lb::Moved;
+        self.newidle[k].ran(weight, pulled);
+    }
+
+    /// Whether some core has two or more runnable threads of either class (the kernel's
+    /// `rd->overloaded`, read as it stands now rather than as last refreshed).
+    fn rd_overloaded(&self, ctx: &Ctx) -> bool {
+        (0..self.rqs.len()).any(|c| {
+            let rt_running = ctx.running[c].is_some_and(|s| is_rt(ctx, s));
+            self.rqs[c].nr + self.rt.queued_on(c) + rt_running as usize >= 2
+        })
     }
 
     /// Periodic balance of busy core `k` against the busiest queue, by PELT load

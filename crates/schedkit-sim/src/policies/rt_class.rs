@@ -63,6 +63,11 @@ impl RtClass {
     }
 
     /// The real-time thread `core` runs next, if any: before any fair thread.
+    /// How many real-time threads wait on `core` (not counting one running there).
+    pub(crate) fn queued_on(&self, core: usize) -> usize {
+        self.queued[core].len()
+    }
+
     pub(crate) fn pick(&mut self, core: usize) -> Option<Slot> {
         self.queued[core].pop_front()
     }
