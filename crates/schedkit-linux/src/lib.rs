@@ -41,6 +41,7 @@ pub mod irq;
 pub mod jobcg;
 pub mod journal;
 pub mod lease;
+pub mod newidle;
 pub mod oneshot;
 pub mod other_tasks;
 pub mod perf;

@@ -46,6 +46,8 @@ impl RealRunner for KernelRunner {
         let _ = workload::take_wake_latencies();
         let mut opts = RunOptions::new(RunPolicy::Default);
         opts.scan_other_tasks = true;
+        // The model starts at newidle_ratio = 0 (`simulated`); the kernel is brought there.
+        opts.settle_newidle = true;
         let o = engine::run(sc, opts).map_err(|e| fail(e.to_string()))?;
         let end_ns = o.end.0.max(1) as f64;
         let cores = o.cores as f64;

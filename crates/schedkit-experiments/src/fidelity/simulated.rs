@@ -7,7 +7,7 @@ use super::{quantile, response_ms, shares, with_outside_work, Measure, Outside};
 use crate::Error;
 use schedkit_core::report::Report;
 use schedkit_core::scenario::{
-    Class, Phase, PolicyName, Process, Scenario, Work, DEFAULT_WAKE_PATH,
+    Class, Phase, PolicyName, Process, Scenario, Work, DEFAULT_NEWIDLE_RATIO, DEFAULT_WAKE_PATH,
 };
 use schedkit_core::trace::{Event, Reason, TraceLog};
 use schedkit_core::Nanos;
@@ -54,6 +54,11 @@ pub fn simulated(
     if policy.spawner().is_none() {
         policy = policy.with_spawner(Some(ENGINE_THREAD.to_string()));
     }
+    // The real runs condition the kernel's newidle balance to a ratio near 0 first
+    // (`schedkit_linux::newidle`, RunOptions::settle_newidle).
+    if policy.newidle_ratio() == DEFAULT_NEWIDLE_RATIO {
+        policy = policy.with_newidle_ratio(0);
+    }
     let s = with_engine_thread(sc)?;
     let s = match other {
         Some(o) => with_outside_work(&s, o, draw)?,
@@ -65,8 +70,10 @@ pub fn simulated(
 /// What else the simulated side assumes of a real run, for the report (`simulated`).
 pub const MODEL_SETUP: &str = "simulated as the real runs are made: the engine's sampler (a \
      real-time thread, left out of every metric) is the spawner of every thread, and under \
-     eevdf the job's threads form one task group, as in the real run's autogroup (a file's \
-     own `spawner` or `task_group = false` is kept)\n";
+     eevdf the job's threads form one task group, as in the real run's autogroup, and each \
+     core's newidle balance starts at a success ratio of 0, where each real run first \
+     conditions the kernel's (a file's own `spawner`, `task_group = false` or \
+     `newidle_ratio` is kept)\n";
 
 /// The wake-up path the models were given, in a sentence for the report.
 pub fn render_wake_path(ns: Option<u64>) -> String {

@@ -50,6 +50,11 @@ impl<'s> Live<'s> {
                 r.display()
             ));
         }
+        // Before the engine turns real-time and anything of the job exists: the conditioning
+        // threads are fair-class occasions on CPUs nothing else of schedkit uses now.
+        if opts.settle_newidle {
+            crate::newidle::settle(&frame.allowed, crate::newidle::SETTLE_CALLS)?;
+        }
         // The engine above the job's normal threads and below its real-time ones.
         let mut engine_class = match crate::guard::engine_priority(&opts.policy, scenario) {
             Some(p) => match crate::guard::EngineClass::raise(p) {

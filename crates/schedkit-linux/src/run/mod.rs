@@ -102,6 +102,10 @@ pub struct RunOptions {
     /// ([`crate::other_tasks`], `RunFrame::other_tasks`): two scans of every task's
     /// schedstat, a few milliseconds each, outside the window. Off by default.
     pub scan_other_tasks: bool,
+    /// Condition the kernel's newidle balance before the job starts, under the lease
+    /// ([`crate::newidle::settle`], about 0.75 s per CPU): for experiments that compare the
+    /// run with a model started from the same state. Off by default.
+    pub settle_newidle: bool,
 }
 
 /// See [`RunOptions::before_exec`].
@@ -132,6 +136,7 @@ impl RunOptions {
             allow_degraded: false,
             before_exec: None,
             scan_other_tasks: false,
+            settle_newidle: false,
         }
     }
 }
