@@ -90,7 +90,6 @@
 //! threads with earlier deadlines, which with mixed weights are few.
 
 use crate::policy::{Ctx, Dispatcher, Enqueue, ThreadState};
-use schedkit_core::controllers::load_imbalance;
 use schedkit_core::scenario::PolicySpec;
 use schedkit_core::trace::Slot;
 use schedkit_core::Nanos;
@@ -219,6 +218,9 @@ struct RunQueue {
     runnable: Avg,
     /// The task group's entity on this core (`eevdf_group.rs`).
     group: GroupEnt,
+    /// PELT utilisation of the real-time class here (`avg_rt`), which the CPU's capacity
+    /// for the fair class excludes (`scale_rt_capacity`, `eevdf_balance.rs`).
+    rt_util: pelt::RtUtil,
 }
 
 /// The EEVDF dispatcher.
@@ -613,7 +615,9 @@ impl Dispatcher for Eevdf {
     fn pick_next(&mut self, ctx: &Ctx, core: usize) -> Option<Slot> {
         self.now = ctx.now.0;
         self.settle(ctx, core);
-        if let Some(s) = self.rt.pick(core) {
+        let rt = self.rt.pick(core);
+        self.rqs[core].rt_util.set(self.now, rt.is_some());
+        if let Some(s) = rt {
             // The real-time class comes first (`pick_next_task`); the fair pick after it is
             // a fresh one (its `prev` is of another class).
             self.was_busy[core] = true;

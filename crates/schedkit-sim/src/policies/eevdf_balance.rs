@@ -26,11 +26,18 @@
 //!   while runnable and decays with a 32 ms half-life while it sleeps; a queue's load is the
 //!   sum of the averages attached to it, sleepers' blocked load included; a thread's average
 //!   moves with it; with the task group a core's load is the group entity's and a thread's
-//!   its `task_h_load` share of it, `eevdf_group.rs`). Between two overloaded cores nothing moves unless the busiest load
+//!   its `task_h_load` share of it, `eevdf_group.rs`). Loads are compared per unit of
+//!   capacity (`avg_load = load x 1024 / capacity`), a core's capacity being 1024 less the
+//!   PELT utilisation of its real-time threads (`scale_rt_capacity`; no IRQ-time part: this
+//!   kernel has no IRQ time accounting), in the kernel's integers (`calculate_imbalance`).
+//!   Between two overloaded cores nothing moves unless the busiest load
 //!   exceeds the local one by `imbalance_pct` (117 for a one-LLC domain, `sd_init`, when the
-//!   scenario keeps the spec's default 125, seed 004's value for `cfs`); a core running one
-//!   thread takes any excess over the average. The imbalance is
-//!   `min(busiest - avg, avg - local)` (`load_imbalance`). A waiting thread moves when its
+//!   scenario keeps the spec's default 125, seed 004's value for `cfs`); a busy core running
+//!   one thread takes any excess over the average if its utilisation leaves it no spare
+//!   capacity (`group_has_capacity`: below 1024 x 100 / `imbalance_pct` of its capacity),
+//!   and nothing if it does (`sibling_imbalance` is 0 for a CPU that is not idle; a hog
+//!   that shared its core and has it back alone is such a core for tens of milliseconds).
+//!   The imbalance is `min((busiest - avg) x cap_b, (avg - local) x cap_l) / 1024`. A waiting thread moves when its
 //!   load average, halved once per earlier failed balance (`nr_balance_failed`), fits in
 //!   what is left of it, least recently picked or enqueued first (the tail of `cfs_tasks`), and when it
 //!   is not cache-hot: a thread that stopped running less than `sysctl_sched_migration_cost`
@@ -183,7 +190,7 @@ impl Eevdf {
                 .filter(|&c| me.overloaded(c))
                 .max_by_key(|&c| {
                     let l = if busy_round {
-                        me.loads[c]
+                        me.loads[c] * 1024 / me.capacity(c)
                     } else {
                         me.rqs[c].load
                     };
@@ -416,6 +423,26 @@ impl Eevdf {
         self.failed[k] > CACHE_NICE_TRIES || !self.hot(s)
     }
 
+    /// `group_has_capacity` for a busy one-CPU group: spare capacity unless its runnable
+    /// average exceeds the capacity by `imbalance_pct` or its utilisation reaches the
+    /// capacity less that margin. A busy core with spare capacity pulls nothing in its
+    /// periodic balance: `calculate_imbalance` gives a local group with spare capacity the
+    /// difference in running tasks (`sibling_imbalance`), which is 0 for a CPU that is not
+    /// idle. So a thread that shared a hog's core and left it leaves the hog's utilisation
+    /// (about half while they shared) below the margin, and the hog's core takes nothing
+    /// more until its utilisation has grown back (PELT, tens of milliseconds).
+    pub(super) fn has_spare(&self, c: usize) -> bool {
+        let rq = &self.rqs[c];
+        let cap = self.capacity(c);
+        let pct = self.imbalance_pct as u64;
+        let util = rq.util.at_time(self.now, if rq.nr > 0 { 1024 } else { 0 });
+        let runnable = rq.runnable.at_time(self.now, rq.nr as u64 * 1024);
+        if cap * pct < runnable * 100 {
+            return false;
+        }
+        cap * 100 > util * pct
+    }
+
     /// Whether `c` has a thread that waits while another runs (an overloaded one-CPU group),
     /// counting a thread whose slice ended at this tick as still running (`cold_enough`).
     pub(super) fn overloaded(&self, c: usize) -> bool {
@@ -455,6 +482,35 @@ impl Eevdf {
             .collect();
         v.sort_unstable();
         v.into_iter().map(|x| x.3).collect()
+    }
+
+    /// Core `c`'s capacity for the fair class: 1024 less its real-time utilisation
+    /// (`scale_rt_capacity`; no IRQ-time or deadline part).
+    pub(super) fn capacity(&self, c: usize) -> u64 {
+        1024u64
+            .saturating_sub(self.rqs[c].rt_util.at_time(self.now))
+            .max(1)
+    }
+
+    /// `calculate_imbalance` for a busy core `k` pulling from the busiest `b` (one-CPU
+    /// groups, the domain's statistics over every core), in the kernel's integers: each
+    /// group's `avg_load` is its load per unit of capacity (`load x 1024 / capacity`), the
+    /// domain's the total load over the total capacity; nothing moves unless `b`'s is above
+    /// both `k`'s and the domain's (and, when `k` is overloaded too, above `k`'s by
+    /// `imbalance_pct`), and the imbalance is `min((b - avg) x cap_b, (avg - k) x cap_k) /
+    /// 1024`. With equal capacities it is the spec's eq. 4.2; a core whose capacity a
+    /// real-time thread takes a part of looks that much more loaded.
+    pub(super) fn imbalance(&self, b: usize, k: usize, pct: u32) -> Option<u64> {
+        let cap = |c: usize| self.capacity(c);
+        let avg = |c: usize| self.loads[c] * 1024 / cap(c);
+        let total: u64 = self.loads.iter().sum();
+        let total_cap: u64 = (0..self.rqs.len()).map(cap).sum();
+        let sds = total * 1024 / total_cap;
+        let (bl, kl) = (avg(b), avg(k));
+        if kl >= bl || kl >= sds || bl <= sds || 100 * bl <= pct as u64 * kl {
+            return None;
+        }
+        Some(((bl - sds) * cap(b)).min((sds - kl) * cap(k)) / 1024)
     }
 
     /// Newidle (and idle) balance: one waiting thread `k` may run, from the most loaded
@@ -525,14 +581,17 @@ impl Eevdf {
     pub(super) fn pull_from(&mut self, ctx: &Ctx, k: usize, b: usize) -> Lb {
         // A moved thread is placed against k's V, which must include k's running time.
         self.catch_up(ctx, k);
-        let cores = self.rqs.len();
         let pct = if self.overloaded(k) {
             self.imbalance_pct
         } else {
             100
         };
-        let total: u64 = self.loads.iter().sum();
-        let Some(imbal_n) = load_imbalance(self.loads[b], self.loads[k], total, cores, pct) else {
+        // A busy core with spare capacity takes nothing (`has_spare`).
+        if !self.overloaded(k) && self.has_spare(k) {
+            self.failed[k] = 0;
+            return Lb::Balanced;
+        }
+        let Some(imbalance) = self.imbalance(b, k, pct) else {
             self.failed[k] = 0;
             return Lb::Balanced;
         };
@@ -550,19 +609,19 @@ impl Eevdf {
             return Lb::AllPinned;
         }
         let shift = self.failed[k].min(63);
-        let (n, mut rem) = (cores as i128, imbal_n as i128);
+        let mut rem = imbalance as i128;
         let mut moved = false;
         for s in cand {
             if rem <= 0 {
                 break;
             }
             let load = self.h_load(s).max(1) as i128;
-            if (load >> shift) * n > rem || !self.cold_enough(s, k) {
+            if (load >> shift) > rem || !self.cold_enough(s, k) {
                 continue;
             }
             self.move_to(s, k);
             moved = true;
-            rem -= load * n;
+            rem -= load;
         }
         if moved {
             self.loads[b] = self.root_load(b);

@@ -70,6 +70,45 @@ impl Avg {
     }
 }
 
+/// A CPU's real-time utilisation (`rq->avg_rt.util_avg`): 1024 while a real-time thread
+/// runs there, 0 otherwise, averaged as PELT does (half-life 32 periods) but in continuous
+/// time: it only scales the CPU's capacity, where whole-period steps would make a 140 us
+/// run count a whole period at random.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RtUtil {
+    util: f64,
+    at: u64,
+    on: bool,
+}
+
+impl RtUtil {
+    fn decayed(&self, now: u64) -> f64 {
+        // Nothing real-time has run here (most cores of most scenarios): no decay to compute.
+        if !self.on && self.util == 0.0 {
+            return 0.0;
+        }
+        let target = if self.on { 1024.0 } else { 0.0 };
+        let periods = now.saturating_sub(self.at) as f64 / PERIOD as f64;
+        target + (self.util - target) * 0.5f64.powf(periods / 32.0)
+    }
+
+    /// A real-time thread starts (`on`) or stops running at `now`.
+    pub fn set(&mut self, now: u64, on: bool) {
+        self.util = self.decayed(now);
+        // Decayed below a hundredth of a unit: gone (and cheap again, `decayed`).
+        if !self.on && self.util < 0.01 {
+            self.util = 0.0;
+        }
+        self.at = now;
+        self.on = on;
+    }
+
+    /// The utilisation at `now`, 0..1024.
+    pub fn at_time(&self, now: u64) -> u64 {
+        self.decayed(now).round().clamp(0.0, 1024.0) as u64
+    }
+}
+
 /// The queues' PELT bookkeeping as threads become runnable, stop, and move.
 impl super::Eevdf {
     /// `slot` becomes runnable on `core` (where its load average is attached).

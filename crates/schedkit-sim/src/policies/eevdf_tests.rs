@@ -437,6 +437,10 @@ fn a_running_thread_that_may_move_makes_a_balance_failed_not_all_pinned() {
     assert_eq!(running, [Some(0), Some(2)], "R and U run, T waits");
     d.loads = vec![d.rqs[0].avg.load, d.rqs[1].avg.load];
     assert_eq!(d.loads, [2048, 1024]);
+    // U as if it had run long enough to fill core 1 (utilisation 1024: fully busy; a new
+    // thread's 512 would leave core 1 spare capacity, and a busy core with spare capacity
+    // takes nothing, `has_spare`).
+    d.rqs[1].util.load = 1024;
     d.interval[1] = 4_000_000;
     let lb = d.pull_from(&ctx_at(0, &threads, &running, &sc), 1, 0);
     assert_eq!((lb, d.failed[1]), (Lb::Failed, 1));
@@ -655,4 +659,86 @@ impl Eevdf {
         v.sort_unstable();
         v
     }
+}
+
+#[test]
+fn a_real_time_load_lowers_a_cores_capacity_in_the_kernels_integers() {
+    // calculate_imbalance by hand for 5 against 4 nice-0 threads of one group (root loads
+    // 1024 x 5/9 = 568 and 1024 x 4/9 = 455), both overloaded, imbalance_pct 117.
+    let sc =
+        Scenario::parse("t.toml", "cores = 2\n[policy]\nname = \"eevdf\"\n").expect("scenario");
+    let mut d = Eevdf::new(sc.policy(), 2);
+    d.loads = vec![568, 455];
+    // Equal capacities: avg = 1023 x 1024 / 2048 = 511; min(568 - 511, 511 - 455) = 56. A
+    // thread's task_h_load is 113; halved once (one failed balance) it fits: 56 <= 56.
+    assert_eq!(d.imbalance(0, 1, 117), Some(56));
+    // Core 1 (the puller) runs a real-time thread 20 % of the time: its PELT utilisation
+    // after 500 ms of 2 ms in 10 swings about 205 (188 at the end of a sleep), capacity about
+    // 836. Its avg_load is then 455 x 1024 / 836 = 557, and the busiest's 568 is not
+    // imbalance_pct (17 %) above that: balanced, nothing moves (without the real-time load
+    // 568 > 1.17 x 455 = 532).
+    for i in 0..50u64 {
+        let t = i * 10_000_000;
+        d.rqs[1].rt_util.set(t, true);
+        d.rqs[1].rt_util.set(t + 2_000_000, false);
+    }
+    d.now = 500_000_000;
+    let cap = d.capacity(1);
+    assert!((826..=846).contains(&cap), "capacity {cap}");
+    assert_eq!(d.imbalance(0, 1, 117), None);
+    // The same load on the busiest core makes its threads look heavier: it gives more.
+    d.loads = vec![455, 568];
+    let more = d.imbalance(1, 0, 117).expect("an imbalance");
+    assert!(more > 56, "{more}");
+}
+
+#[test]
+fn a_real_time_thread_beside_greedy_threads_stops_their_shuttling() {
+    // Measured on Linux 6.18 (docs/results/fidelity.md): one greedy thread and eight more of
+    // one job on two CPUs shuttle one thread back and forth (50 migrations in 3 s); with a
+    // SCHED_FIFO thread taking 2 ms in every 10 on CPU 0, CPU 0's capacity drops to about
+    // 820 and the kernel keeps 4 threads there and 5 on the other (2 migrations in 3 s;
+    // 1 with 8 %, 41-51 with 0.5-2 %). The model: 51 without it, 1 with it.
+    let text = |rt: &str| {
+        format!(
+            "cores = 2\n[policy]\nname = \"eevdf\"\n[run]\nhorizon = \"3s\"\n\
+             [[process]]\nname = \"one\"\n[[process]]\nname = \"eight\"\nthreads = 8\n{rt}"
+        )
+    };
+    let migrations = |r: &schedkit_core::Report| {
+        r.threads
+            .iter()
+            .filter(|t| t.process != "rt")
+            .map(|t| t.migrations)
+            .sum::<u64>()
+    };
+    let free = run(&text(""));
+    assert!(migrations(&free) >= 40, "{}", migrations(&free));
+    let loaded = run(&text(
+        "[[process]]\nname = \"rt\"\nclass = \"fifo\"\ncpus = [0]\n\
+         pattern = [{ run = \"2ms\" }, { sleep = \"8ms\" }]\n",
+    ));
+    assert!(migrations(&loaded) <= 3, "{}", migrations(&loaded));
+}
+
+#[test]
+fn a_busy_core_with_spare_capacity_pulls_nothing() {
+    // group_has_capacity with capacity 1024, imbalance_pct 117: spare while the runnable
+    // average stays within 117 % of the capacity and the utilisation below 1024 x 100 / 117
+    // (875.2).
+    let sc =
+        Scenario::parse("t.toml", "cores = 2\n[policy]\nname = \"eevdf\"\n").expect("scenario");
+    let mut d = Eevdf::new(sc.policy(), 2);
+    d.rqs[0].nr = 1;
+    d.rqs[0].runnable.load = 1024;
+    d.rqs[0].util.load = 600;
+    assert!(d.has_spare(0));
+    d.rqs[0].util.load = 875;
+    assert!(d.has_spare(0));
+    d.rqs[0].util.load = 876;
+    assert!(!d.has_spare(0));
+    // A runnable average over 1.17 x the capacity: no spare capacity whatever the util.
+    d.rqs[0].util.load = 600;
+    d.rqs[0].runnable.load = 1200;
+    assert!(!d.has_spare(0));
 }
