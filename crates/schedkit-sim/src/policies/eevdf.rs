@@ -263,6 +263,9 @@ pub struct Eevdf {
     now: u64,
     /// Each core's PELT load during a balance round.
     loads: Vec<u64>,
+    /// Each core's capacity during a balance round (`Eevdf::capacity`), read once per round
+    /// with the loads: the imbalance and the busiest core's choice read it per pair.
+    caps: Vec<u64>,
     /// Whether a periodic balance is being served: a thread whose slice ended at this very
     /// tick still counts as running then (below).
     balancing: bool,
@@ -346,6 +349,7 @@ impl Eevdf {
             to_check: Vec::with_capacity(cores),
             now: 0,
             loads: vec![0; cores],
+            caps: vec![1024; cores],
             balancing: false,
             acct: vec![(0, 0); cores],
             catch_up: spec.context_switch().0 == 0,

@@ -181,6 +181,7 @@ impl Eevdf {
         if busy_round {
             for c in 0..self.rqs.len() {
                 self.loads[c] = self.root_load(c);
+                self.caps[c] = self.capacity(c);
             }
         }
         // The most loaded queue with a waiting thread changes only when something moves, so
@@ -190,7 +191,7 @@ impl Eevdf {
                 .filter(|&c| me.overloaded(c))
                 .max_by_key(|&c| {
                     let l = if busy_round {
-                        me.loads[c] * 1024 / me.capacity(c)
+                        me.loads[c] * 1024 / me.caps[c]
                     } else {
                         me.rqs[c].load
                     };
@@ -500,17 +501,17 @@ impl Eevdf {
     /// `imbalance_pct`), and the imbalance is `min((b - avg) x cap_b, (avg - k) x cap_k) /
     /// 1024`. With equal capacities it is the spec's eq. 4.2; a core whose capacity a
     /// real-time thread takes a part of looks that much more loaded.
+    /// Reads the loads and capacities of the balance round (`loads`, `caps`).
     pub(super) fn imbalance(&self, b: usize, k: usize, pct: u32) -> Option<u64> {
-        let cap = |c: usize| self.capacity(c);
-        let avg = |c: usize| self.loads[c] * 1024 / cap(c);
+        let (cb, ck) = (self.caps[b], self.caps[k]);
         let total: u64 = self.loads.iter().sum();
-        let total_cap: u64 = (0..self.rqs.len()).map(cap).sum();
+        let total_cap: u64 = self.caps.iter().sum();
         let sds = total * 1024 / total_cap;
-        let (bl, kl) = (avg(b), avg(k));
+        let (bl, kl) = (self.loads[b] * 1024 / cb, self.loads[k] * 1024 / ck);
         if kl >= bl || kl >= sds || bl <= sds || 100 * bl <= pct as u64 * kl {
             return None;
         }
-        Some(((bl - sds) * cap(b)).min((sds - kl) * cap(k)) / 1024)
+        Some(((bl - sds) * cb).min((sds - kl) * ck) / 1024)
     }
 
     /// Newidle (and idle) balance: one waiting thread `k` may run, from the most loaded

@@ -685,6 +685,7 @@ fn a_real_time_load_lowers_a_cores_capacity_in_the_kernels_integers() {
     d.now = 500_000_000;
     let cap = d.capacity(1);
     assert!((826..=846).contains(&cap), "capacity {cap}");
+    d.caps = vec![d.capacity(0), cap];
     assert_eq!(d.imbalance(0, 1, 117), None);
     // The same load on the busiest core makes its threads look heavier: it gives more.
     d.loads = vec![455, 568];
