@@ -1,6 +1,7 @@
 //! The real side of the experiment: [`KernelRunner`] runs a scenario file on this machine
-//! under the kernel's own scheduler through the real engine (as `schedkit run` does, queueing
-//! behind other runs on the machine lease) and reduces it to a [`Measure`] from the kernel's
+//! under the kernel's own scheduler through the real engine (as `schedkit run` does; a
+//! `policy = "default"` run takes no machine lease, so other runs may be live beside it, and
+//! their work is measured as the machine's other work) and reduces it to a [`Measure`] from the kernel's
 //! per-thread counts: schedstat CPU time and run-queue delay, voluntary and involuntary
 //! switches, perf migrations, and the wake-up latencies the `pattern` workload records. Also
 //! what the command line needs before a run: the default files, the models and the check that

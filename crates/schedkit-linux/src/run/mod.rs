@@ -102,7 +102,7 @@ pub struct RunOptions {
     /// ([`crate::other_tasks`], `RunFrame::other_tasks`): two scans of every task's
     /// schedstat, a few milliseconds each, outside the window. Off by default.
     pub scan_other_tasks: bool,
-    /// Condition the kernel's newidle balance before the job starts, under the lease
+    /// Condition the kernel's newidle balance before the job starts
     /// ([`crate::newidle::settle`], about 0.75 s per CPU): for experiments that compare the
     /// run with a model started from the same state. Off by default.
     pub settle_newidle: bool,
